@@ -60,6 +60,9 @@ typedef struct plait_cost_rank {
     double weight_copy_numel;    /* then: elements of the bf16 copy of the weights the products read */
     double largest_copy_numel;   /* of those, its largest layer's: all ZeRO-3 keeps (model/model.h,
                                     params_gathered) */
+    double master_numel;         /* of those, unrounded and without a tied copy (whose values are its
+                                  * original's): the weights a distributed optimizer keeps no whole
+                                  * float32 copy of ([optim.zeroN] master) */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     /* ring attention (cp > 1, model/ring_attention.c), per step: the
@@ -116,6 +119,8 @@ typedef struct plait_cost_job {
     int offload;              /* [optim] offload: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
+    int whole_masters;        /* bit z set: [optim.zeroZ] master = whole (zero1, zero2; else their
+                               * default, auto: the masters of master_numel sharded at dp x cp > 1) */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives

@@ -82,6 +82,18 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
     *params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
 }
 
+int plait_cost_masters_of(const plait_config *cfg) {
+    int bits = 0;
+    for (int z = 1; z <= 2; z++) {
+        char sec[16];
+        snprintf(sec, sizeof sec, "optim.zero%d", z);
+        plait_value v;
+        /* the choices auto, sharded, whole (plugins/optim/common/zero_state.c) */
+        if (plait_config_get(cfg, sec, "master", &v) == PLAIT_OK && v.i == 2) bits |= 1 << z;
+    }
+    return bits;
+}
+
 static int world_of(const plait_config *cfg) {
     return (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                  plait_config_int(cfg, "parallel", "pp"));
@@ -138,7 +150,8 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .cp = col.cp,
                         .zero = zero,
                         .bucket_bytes = bucket,
-                        .precision = precision};
+                        .precision = precision,
+                        .whole_masters = plait_cost_masters_of(cfg)};
     plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     /* every world rank: a cp rank's memory is its cp rank 0 peer's */
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
@@ -168,6 +181,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .offload = x->offload,
                             .offload_buffer = x->offload_buffer,
                             .offload_params = x->offload_params,
+                            .whole_masters = x->whole_masters,
                             .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
                             .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
                                                                                                                 : 4};

@@ -147,6 +147,7 @@ typedef struct plait_cost_ctx {
     int offload;              /* [optim] offload of the config: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer */
     int offload_params;       /* [optim] offload_params */
+    int whole_masters;        /* plait_cost_masters_of */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
@@ -167,6 +168,9 @@ typedef struct plait_cost_result {
 /* [optim] offload (0 none, 1 host, 2 nvme), offload_buffer and
  * offload_params of `cfg`. */
 void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params);
+/* Bit z set where `cfg` has [optim.zeroZ] master = whole (z = 1, 2):
+ * plait_cost_job.whole_masters. */
+int plait_cost_masters_of(const plait_config *cfg);
 
 /* Bytes an element of a tp collective or a pipeline send takes on the
  * wire, as plait sends them: 2 on a bf16 run (the core's bf16 wire format

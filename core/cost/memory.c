@@ -33,9 +33,18 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * weights (param_gather) keep their float32 shard as the master copy;
      * the bf16 copy is whole on every rank but under ZeRO-3, whose model
      * makes a layer's while its gathered parameters are there, in one
-     * buffer the largest layer's fills (model/model.h, params_gathered) */
-    int shard_masters = j->zero >= 1 && j->zero <= 2 && r->param_wire > 0 && r->param_wire < 1 && n > 1;
-    out->param = b.weight * (j->zero >= 3 ? shard : psi) + (shard_masters ? b.weight * shard : 0) +
+     * buffer the largest layer's fills (model/model.h, params_gathered).
+     * As a distributed optimizer ([optim.zeroN] master: sharded where the
+     * products read bf16 copies, the default) ZeRO-1/2 keep a shard too,
+     * and no whole float32 copy of the weights the products read through
+     * the bf16 copy (master_numel): 2 + 4/n bytes of such a weight where
+     * plain ZeRO-1/2 keep 6 */
+    int distributed = j->zero >= 1 && j->zero <= 2 && n > 1 && r->master_numel > 0 &&
+                      !(j->whole_masters & (1 << j->zero));
+    int shard_masters = j->zero >= 1 && j->zero <= 2 && n > 1 &&
+                        (distributed || (r->param_wire > 0 && r->param_wire < 1));
+    out->param = b.weight * (j->zero >= 3 ? shard : psi - (distributed ? r->master_numel : 0)) +
+                 (shard_masters ? b.weight * shard : 0) +
                  b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
     out->grad = b.grad * (j->zero >= 2 ? shard : psi);
     out->state = b.optim * (j->zero >= 1 ? shard : psi);

@@ -88,6 +88,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
         if (p->layer < 4096) layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
+        if (!plait_tied_is_copy(p)) out->master_numel += e;
     }
     for (int l = 0; l < nl && l < 4096; l++)
         if (layer_copy[l] > out->largest_copy_numel) out->largest_copy_numel = layer_copy[l];

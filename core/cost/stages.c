@@ -21,6 +21,7 @@ typedef struct tp_slices {
     int tp;
     double *layer_numel;   /* n_layers entries */
     double *layer_copy;    /* n_layers entries: the bf16 copy's elements under bf16 activations */
+    double *layer_master;  /* n_layers entries: of those, unrounded, the tied copy's left out */
     double copy_numel;     /* the head's tied copy of the token embedding */
     double vocab_padded;
 } tp_slices;
@@ -94,6 +95,7 @@ void plait_cost_model_free(plait_cost_model *m) {
     for (int i = 0; i < m->n_tps; i++) {
         free(m->tps[i].layer_numel);
         free(m->tps[i].layer_copy);
+        free(m->tps[i].layer_master);
     }
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
     for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
@@ -145,6 +147,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     if (m->n_tps == TP_CACHE) { /* a space of more tp sizes than that: forget the oldest */
         free(m->tps[0].layer_numel);
         free(m->tps[0].layer_copy);
+        free(m->tps[0].layer_master);
         memmove(&m->tps[0], &m->tps[1], (TP_CACHE - 1) * sizeof m->tps[0]);
         m->n_tps--;
     }
@@ -153,9 +156,11 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     t->tp = tp;
     t->layer_numel = calloc((size_t)m->n_layers, sizeof *t->layer_numel);
     t->layer_copy = calloc((size_t)m->n_layers, sizeof *t->layer_copy);
-    if (!t->layer_numel || !t->layer_copy) {
+    t->layer_master = calloc((size_t)m->n_layers, sizeof *t->layer_master);
+    if (!t->layer_numel || !t->layer_copy || !t->layer_master) {
         free(t->layer_numel);
         free(t->layer_copy);
+        free(t->layer_master);
         return NULL;
     }
     m->n_tps++;
@@ -170,8 +175,10 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
             double len = p->tp_role == PLAIT_TP_VOCAB ? t->vocab_padded : (double)p->shape[p->shard.dim];
             e = e / (double)p->shape[p->shard.dim] * len / tp;
         }
-        if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g, tp == 1))
+        if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g, tp == 1)) {
             t->layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
+            if (!plait_tied_is_copy(p)) t->layer_master[p->layer] += e;
+        }
         if (plait_tied_is_copy(p)) t->copy_numel = e;
         else if (p->layer >= 0 && p->layer < m->n_layers) t->layer_numel[p->layer] += e;
     }
@@ -378,8 +385,11 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                                    plait_cost_moe_acts_bytes(&m->moe, &s, tp));
                     sparse++;
                 }
-                if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
-                if (s.bf16 && t->layer_copy[ly] > r->largest_copy_numel) r->largest_copy_numel = t->layer_copy[ly];
+                if (s.bf16) {
+                    r->weight_copy_numel += t->layer_copy[ly];
+                    r->master_numel += t->layer_master[ly];
+                    if (t->layer_copy[ly] > r->largest_copy_numel) r->largest_copy_numel = t->layer_copy[ly];
+                }
                 /* a tied copy counts where its original is not on the stage */
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
                 r->param_numel += e;

@@ -119,6 +119,14 @@ static void print_cp(FILE *out, const plait_cost_layout *l, const plait_cost_ran
             t->cp_kv_bytes * bs->cp_msg_elems / MiB, t->cp_kv_bytes == 2 ? "bf16" : "float32", t->cp_total, t->cp_s);
 }
 
+/* ZeRO-1/2 as a distributed optimizer (plait_cost_memory's rule): the
+ * weights' line says their float32 masters are sharded. */
+static const char *masters_note(const plait_cost_layout *l, const plait_cost_ctx *x, const plait_cost_rank *ms, int z) {
+    int distributed = (z == 1 || z == 2) && plait_cost_layout_cp(l) * l->dp > 1 && ms->master_numel > 0 &&
+                      !(x->whole_masters & (1 << z));
+    return distributed ? "; their float32 masters / dp alone ([optim.zeroN] master: a distributed optimizer)" : "";
+}
+
 /* --explain's all-to-all line of a layout with ep > 1. */
 static void print_ep(FILE *out, const plait_cost_layout *l, const plait_cost_rank *bs, const plait_cost_time *t) {
     if (l->ep > 1)
@@ -128,6 +136,43 @@ static void print_ep(FILE *out, const plait_cost_layout *l, const plait_cost_ran
                 "experts' gradients reduced over edp = %d ranks\n",
                 l->ep, t->ep_link ? t->ep_link : "-", bs->ep_msgs, t->ep_bytes, t->ep_s,
                 l->dp * plait_cost_layout_cp(l) / l->ep);
+}
+
+/* --explain's memory of the rank needing the most, by category. */
+static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages, const plait_cost_ctx *x,
+                         const plait_cost_bytes *bp) {
+    const plait_cost_layout *l = &r->layout;
+    const plait_cluster *c = x->cluster;
+    const plait_cost_bytes b = *bp;
+    const plait_cost_mem *m = &r->mem;
+    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, plait_cost_layout_ranks(l));
+    int z = plait_cost_zero_stage(l->optim);
+    /* the total in the table's unit too, so that a row and its explanation compare digit for digit */
+    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,
+            m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit");
+    const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
+    char copy[128] = "";
+    if (ms->bf16 && z >= 3) /* made for a layer's call alone (model/model.h, params_gathered) */
+        snprintf(copy, sizeof copy, "; + the products' bf16 copy of one layer at a time, 2 bytes each of %.4g weights",
+                 ms->largest_copy_numel);
+    else if (ms->bf16)
+        snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
+    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s%s)\n", m->param / GiB, b.weight,
+            z >= 3 ? ", / dp by ZeRO-3" : "", copy, masters_note(l, x, ms, z));
+    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
+            z >= 2 ? ", / dp by ZeRO-2" : "");
+    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,
+            z >= 1 ? ", / dp by ZeRO" : "");
+    fprintf(out, "  activations %10.2f GiB  (%s, recompute %s, %d micro-batch%s a step of %lld sequences)\n",
+            m->activations / GiB, ms->bf16 ? "bf16 where the products read and write them" : "float32",
+            plait_cost_recompute_name(l->recompute), stages[0].micro_batches, stages[0].micro_batches == 1 ? "" : "es",
+            (long long)l->micro_batch);
+    fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
+            z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");
+    fprintf(out, "  process     %10.2f GiB\n", m->process / GiB);
+    if (m->host_state > 0 || m->disk > 0)
+        fprintf(out, "  offloaded   %10.2f GiB of host memory, %.2f GiB on disk ([optim] offload; not in the total)\n",
+                m->host_state / GiB, m->disk / GiB);
 }
 
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
@@ -218,36 +263,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 ? ", the bf16 copy of the weights 6 bytes an element at each forward and backward (ZeRO-3)"
                 : ", the bf16 copy of the weights 6 bytes an element",
             c->memory_bandwidth / 1e9, t->optim);
-    const plait_cost_mem *m = &r->mem;
-    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, plait_cost_layout_ranks(l));
-    int z = plait_cost_zero_stage(l->optim);
-    /* the total in the table's unit too, so that a row and its explanation compare digit for digit */
-    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,
-            m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit");
-    const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
-    char copy[128] = "";
-    if (ms->bf16 && z >= 3) /* made for a layer's call alone (model/model.h, params_gathered) */
-        snprintf(copy, sizeof copy, "; + the products' bf16 copy of one layer at a time, 2 bytes each of %.4g weights",
-                 ms->largest_copy_numel);
-    else if (ms->bf16)
-        snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
-    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s)\n", m->param / GiB, b.weight,
-            z >= 3 ? ", / dp by ZeRO-3" : "", copy);
-    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
-            z >= 2 ? ", / dp by ZeRO-2" : "");
-    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,
-            z >= 1 ? ", / dp by ZeRO" : "");
-    fprintf(out, "  activations %10.2f GiB  (%s, recompute %s, %d micro-batch%s a step of %lld sequences)\n",
-            m->activations / GiB,
-            ms->bf16 ? "bf16 where the products read and write them" : "float32",
-            plait_cost_recompute_name(l->recompute), stages[0].micro_batches,
-            stages[0].micro_batches == 1 ? "" : "es", (long long)l->micro_batch);
-    fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
-            z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");
-    fprintf(out, "  process     %10.2f GiB\n", m->process / GiB);
-    if (m->host_state > 0 || m->disk > 0)
-        fprintf(out, "  offloaded   %10.2f GiB of host memory, %.2f GiB on disk ([optim] offload; not in the total)\n",
-                m->host_state / GiB, m->disk / GiB);
+    print_memory(out, r, stages, x, &b);
     fprintf(out, "%s\n", r->confirmed ? "(figures from the parallel plugin's plan of each stage)"
                                       : "(figures from the model's shape alone)");
 }

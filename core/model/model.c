@@ -81,9 +81,10 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
 static plait_status bf16_weights_alloc(plait_model *m) {
     m->wbf = calloc((size_t)m->desc->spec.n_params, sizeof *m->wbf);
     m->layer_epoch = calloc((size_t)m->n_layers, sizeof *m->layer_epoch);
+    m->wbf_kept = calloc((size_t)m->desc->spec.n_params, sizeof *m->wbf_kept);
     m->wbf_bytes = bf16_weights_carve(m, NULL) * sizeof(plait_bf16);
     m->wbf_mem = plait_device_alloc(m->wbf_bytes ? m->wbf_bytes : 16, "parameters"); /* a copy of them */
-    if (!m->wbf || !m->layer_epoch || !m->wbf_mem)
+    if (!m->wbf || !m->layer_epoch || !m->wbf_kept || !m->wbf_mem)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the bf16 copy of the weights (%zu bytes)", m->wbf_bytes);
     bf16_weights_carve(m, m->wbf_mem);
     m->weights_epoch = 1; /* every layer's copy (epoch 0) is made at its first forward */
@@ -104,7 +105,7 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
     const plait_layer *ly = &d->layers[layer];
     m->wbf_layer = -1; /* the buffer holds no whole layer until the copies below are made */
     for (int32_t gi = ly->first_param; gi < ly->first_param + ly->n_params; gi++) {
-        if (!m->wbf[gi]) continue;
+        if (!m->wbf[gi] || m->wbf_kept[gi]) continue; /* a kept copy: its owner fills it */
         if (!m->param[gi]->data) return plait_model_param_missing(m, gi, layer, PARAM_DATA);
         m->k->to_bf16(m->wbf[gi], m->param[gi]->data, m->param[gi]->numel);
     }
@@ -118,6 +119,14 @@ int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
 int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16_head ? m->head_rows : 0; }
 
 uint64_t plait_model_weight_copy_bytes(const plait_model *m) { return m->bf16 ? (uint64_t)m->wbf_bytes : 0; }
+
+plait_bf16 *plait_model_keep_weight_copy(plait_model *m, int32_t gi) {
+    if (!m->bf16 || gi < 0 || gi >= m->desc->spec.n_params || !m->wbf[gi] ||
+        plait_tied_is_copy(&m->desc->spec.params[gi]))
+        return NULL;
+    m->wbf_kept[gi] = 1;
+    return m->wbf[gi];
+}
 
 void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
 
@@ -514,6 +523,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_held_act);
     free(m->moe_counts);
     free(m->wbf);
+    free(m->wbf_kept);
     free(m->layer_epoch);
     free(m->slots);
     free(m->param);

@@ -207,6 +207,14 @@ int64_t plait_model_head_chunk_rows(const plait_model *m);
  * are gathered a layer at a time (create_args.params_gathered: ZeRO-3)
  * the largest local layer's. */
 uint64_t plait_model_weight_copy_bytes(const plait_model *m);
+/* Hands the bf16 copy of global parameter gi to the caller, who fills it
+ * from then on (an optimizer keeping the float32 master sharded,
+ * PLAIT_OPTIM_SHARDS_MASTERS): the model stops making it from the
+ * parameter's data, which may then be NULL. NULL where the model keeps no
+ * copy of gi (a float32 run, a parameter read in float32) or gi is a tied
+ * copy (its values are its original's, read in float32). The copy lives
+ * as long as the model. */
+plait_bf16 *plait_model_keep_weight_copy(plait_model *m, int32_t gi);
 
 /* The rule that grants bf16 activations, stated once: plait_model_create
  * applies it, and the cost model (core/cost) predicts a layout's memory

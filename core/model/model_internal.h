@@ -298,6 +298,9 @@ struct plait_model {
     plait_bf16 *head_lnf, *head_logits;
     int64_t head_rows;
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
+    unsigned char *wbf_kept;          /* [n_params]: 1 where the optimizer fills the copy
+                                       * (plait_model_keep_weight_copy); the parameter's
+                                       * data may then be NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
     /* the parameters are there only while their layer runs (ZeRO-3,

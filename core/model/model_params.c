@@ -32,6 +32,9 @@ plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer,
         int32_t gi = first + i;
         plait_param *p = m->param[gi];
         out[i] = !p ? NULL : part == PARAM_DATA ? p->data : p->grad;
+        /* a kept copy's parameter has no float32 values: the products read
+         * the copy, and nothing reads out[i] */
+        if (!out[i] && p && part == PARAM_DATA && m->wbf_kept && m->wbf_kept[gi]) continue;
         if (!out[i]) return plait_model_param_missing(m, gi, layer, part);
     }
     return PLAIT_OK;

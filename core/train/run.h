@@ -83,6 +83,10 @@ typedef struct plait_run_params {
     int32_t *local_of_global; /* global param index -> local index, or -1 */
     float *data_flat, *grad_flat;
     size_t flat_numel;
+    /* [set.n_params] the model's bf16 copies whose float32 masters the
+     * optimizer keeps sharded (plait_run_keep_masters; such a parameter
+     * has no float32 storage here), or NULL where none is */
+    void **weight_copy;
     plait_sum_tree *tree;     /* deterministic mode: accumulation over micro-batches */
     float *grad_scratch;
 } plait_run_params;

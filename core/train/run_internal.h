@@ -50,6 +50,12 @@ plait_status plait_run_open_accumulation(plait_run *run);
 
 /* Parameter and gradient storage in the device's memory (run_params.c). */
 plait_status plait_run_alloc_storage(plait_run *run);
+/* After the model exists, before the storage: with an optimizer that can
+ * keep float32 masters sharded (PLAIT_OPTIM_SHARDS_MASTERS) and its
+ * [optim.zeroN] master, the bf16 copies it fills instead of the model
+ * (params.weight_copy). Refuses master = sharded where the model reads
+ * float32 weights, naming the key and why. */
+plait_status plait_run_keep_masters(plait_run *run);
 
 /* Data (run_data.c). */
 plait_status plait_run_data_open(plait_run *run);

@@ -4,10 +4,13 @@
  * Unless the optimizer owns them (ZeRO), data and gradients live in two flat
  * buffers in that order, so data-parallel buckets are contiguous ranges.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "device/device.h"
+#include "model/model.h"
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -62,13 +65,68 @@ plait_status plait_run_build_params(plait_run *run) {
 
 
 
+/* The choices of [optim.zeroN] master, in the order the plugins declare them. */
+enum { MASTER_AUTO, MASTER_SHARDED, MASTER_WHOLE };
+
+/* The rule in one place (which optimizer, which key, which run), each
+ * refusal's reason beside it (run_internal.h). */
+plait_status plait_run_keep_masters(plait_run *run) {
+    if (!(run->optim.flags & PLAIT_OPTIM_SHARDS_MASTERS)) return PLAIT_OK;
+    const char *name = plait_config_str(run->cfg, "optim", "plugin");
+    char section[64];
+    snprintf(section, sizeof section, "optim.%s", name);
+    plait_value v;
+    plait_status st = plait_config_get(run->cfg, section, "master", &v);
+    if (st != PLAIT_OK) return st;
+    if (v.i == MASTER_WHOLE) return PLAIT_OK;
+    /* Only where the products read bf16 copies is there a whole copy to
+     * gather into; elsewhere the float32 weights are what the model reads. */
+    if (!plait_model_bf16_activations(run->model.instance)) {
+        if (v.i == MASTER_AUTO) return PLAIT_OK;
+        const int bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16;
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[%s] master = sharded: the model reads float32 weights on this run (%s), so no "
+                               "bf16 copy holds them whole; use master = auto (sharded where it applies) or whole",
+                               section,
+                               bf16 ? "its device or layout keeps float32 activations: the cpu device, context "
+                                      "parallelism or a mixture of experts"
+                                    : "[run] precision is not bf16");
+    }
+    /* A group of one keeps the whole master whichever way. */
+    if ((int64_t)run->world.mesh.dp * (run->world.mesh.cp > 1 ? run->world.mesh.cp : 1) < 2) return PLAIT_OK;
+    const int32_t n = run->params.set.n_params;
+    run->params.weight_copy = calloc(n ? (size_t)n : 1, sizeof *run->params.weight_copy);
+    if (!run->params.weight_copy) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the weight copies");
+    int any = 0;
+    for (int32_t i = 0; i < n; i++) {
+        plait_param *p = &run->params.set.params[i];
+        /* a tied pair's values are its original's, read in float32 */
+        if (plait_tied_original(p) >= 0 || (p->flags & PLAIT_PARAM_TIED_REMOTE)) continue;
+        run->params.weight_copy[i] = plait_model_keep_weight_copy(run->model.instance, p->index);
+        any |= run->params.weight_copy[i] != NULL;
+    }
+    if (!any) {
+        free(run->params.weight_copy);
+        run->params.weight_copy = NULL;
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_run_alloc_storage(plait_run *run) {
     size_t bytes = run->params.flat_numel * sizeof(float);
+    void *const *kept = run->params.weight_copy;
     if (!(run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS)) {
-        run->params.data_flat = plait_device_alloc(bytes ? bytes : 64, "parameters");
+        /* the optimizer keeps the masters of the kept copies: the float32
+         * storage leaves them out, and so has another layout than the
+         * gradients' (data_flat NULL in the set) */
+        size_t numel = 0;
+        for (int32_t i = 0; kept && i < run->params.set.n_params; i++)
+            if (!kept[i]) numel = (numel + run->params.set.params[i].numel + 15) & ~(size_t)15;
+        if (!kept) numel = run->params.flat_numel;
+        run->params.data_flat = plait_device_alloc(numel ? numel * sizeof(float) : 64, "parameters");
         if (!run->params.data_flat) return PLAIT_ERR_NO_MEMORY;
-        plait_device_kernels()->zero(run->params.data_flat, run->params.flat_numel);
-        run->params.set.data_flat = run->params.data_flat;
+        plait_device_kernels()->zero(run->params.data_flat, numel);
+        run->params.set.data_flat = kept ? NULL : run->params.data_flat;
     }
     if (!(run->optim.flags & PLAIT_OPTIM_OWNS_GRADS)) {
         run->params.grad_flat = plait_device_alloc(bytes ? bytes : 64, "gradients");
@@ -76,9 +134,15 @@ plait_status plait_run_alloc_storage(plait_run *run) {
         plait_device_kernels()->zero(run->params.grad_flat, run->params.flat_numel);
         run->params.set.grad_flat = run->params.grad_flat;
     }
+    size_t data_at = 0;
     for (int32_t i = 0; i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
-        if (run->params.data_flat) p->data = run->params.data_flat + p->flat_offset;
+        if (run->params.data_flat && kept) {
+            if (!kept[i]) p->data = run->params.data_flat + data_at;
+            if (!kept[i]) data_at = (data_at + p->numel + 15) & ~(size_t)15;
+        } else if (run->params.data_flat) {
+            p->data = run->params.data_flat + p->flat_offset;
+        }
         if (run->params.grad_flat) p->grad = run->params.grad_flat + p->flat_offset;
     }
     /* A tied copy on the same rank as its original shares the original's
@@ -101,6 +165,8 @@ void plait_run_free_params(plait_run *run) {
     run->params.data_flat = run->params.grad_flat = NULL;
     free(run->params.set.params);
     run->params.set.params = NULL;
+    free(run->params.weight_copy);
+    run->params.weight_copy = NULL;
     free(run->params.local_of_global);
     run->params.local_of_global = NULL;
 }

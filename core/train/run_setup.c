@@ -182,7 +182,8 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .world = run->world.comm,
                              .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic,
-                             .edp_comm = run->world.mesh.edp_comm}; /* dpcp_comm when ep = 1 */
+                             .edp_comm = run->world.mesh.edp_comm, /* dpcp_comm when ep = 1 */
+                             .weight_copy = run->params.weight_copy};
     plait_plugin_call call;
     plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, run->optim.ops, "create");
     plait_status st = plait_plugin_call_leave(&call, run->optim.ops->create(&init, &run->optim.state));
@@ -222,17 +223,10 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_moe_check_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
-    if (st == PLAIT_OK) st = plait_run_alloc_storage(run);
-    plait_run_source source;
-    int have_source = 0;
-    if (st == PLAIT_OK) {
-        st = plait_run_source_open(run, origin, &source);
-        have_source = st == PLAIT_OK;
-    }
-    /* Core-owned parameters are filled here; an optimizer owning them fills
-     * its shards in materialize() from the same source. */
-    if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
-    int split = plait_plan_splits_backward(&run->work.plan);
+    /* The model before the storage: which bf16 copies it keeps decides
+     * which float32 weights the core stores (plait_run_keep_masters); it
+     * reads the parameters' storage only when a layer runs. */
+    const int split = plait_plan_splits_backward(&run->work.plan);
     if (st == PLAIT_OK && split) st = plait_run_check_split_device();
     if (st == PLAIT_OK) {
         plait_model_create_args args = {.plan = &run->work.plan,
@@ -248,6 +242,17 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
                                         .params_gathered = (run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS) != 0};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
+    if (st == PLAIT_OK) st = plait_run_keep_masters(run);
+    if (st == PLAIT_OK) st = plait_run_alloc_storage(run);
+    plait_run_source source;
+    int have_source = 0;
+    if (st == PLAIT_OK) {
+        st = plait_run_source_open(run, origin, &source);
+        have_source = st == PLAIT_OK;
+    }
+    /* Core-owned parameters are filled here; an optimizer owning them fills
+     * its shards in materialize() from the same source. */
+    if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
     if (st == PLAIT_OK && run->parallel.ops->bind) {
         plait_parallel_bind bind = {.struct_size = sizeof bind,

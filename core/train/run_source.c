@@ -235,6 +235,7 @@ plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src)
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; st == PLAIT_OK && i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
+        if (!p->data) continue; /* its master is the optimizer's (plait_run_keep_masters) */
         int shared = 0;
         for (int32_t j = 0; j < i && !shared; j++) shared = run->params.set.params[j].data == p->data;
         if (shared) continue;

@@ -1,7 +1,8 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3, whose bf16
- * weight copy is one layer's; tp 2, with
+ * weight copy is one layer's, ZeRO-1 and a llama's ZeRO-2 on bf16 copies
+ * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, with experts too (llama full, gpt
  * selective), and zero-bubble's split
@@ -197,6 +198,19 @@ static const layout layouts[] = {
     {"cuda_emu llama bf16 dp2 zero3",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
       "parallel.dp=2", "optim.plugin=zero3", NULL},
+     1,
+     1},
+    /* ZeRO-1/2 as a distributed optimizer (the default on bf16 copies):
+     * the copied weights' float32 masters in the shards alone; and
+     * ZeRO-1 keeping them whole ([optim.zero1] master = whole) */
+    {"cuda_emu llama bf16 dp2 zero2",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.dp=2",
+      "optim.plugin=zero2", NULL},
+     1,
+     1},
+    {"cuda_emu bf16 dp2 zero1 whole masters",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.master=whole",
+      NULL},
      1,
      1},
     /* 96 rows of 4,096 logits: the head in 2 chunks of 48, the scratch

@@ -32,6 +32,7 @@
  * sharing storage counted once; S = Σ slice sizes = (Ψ + padding) / N):
  *   ZeRO-1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
  *   ZeRO-2: parameters 4Ψ (core), gradient shards 4S, moments 8S
+ *   (ZeRO-1/2 keeping masters: parameters 4(Ψ - kept) + 4S instead)
  *   ZeRO-3: parameter shards 4S, gradient shards 4S, moments 8S
  * plus working buffers (buffer_bytes): unit-sized buffers for reductions
  * and gathers from a pool that grows to the high-water mark within the
@@ -96,6 +97,19 @@
  * shards; ZeRO-1/2 keep one more copy of their slice, 4S bytes, counted in
  * param_bytes) take the update and go into checkpoints. ZeRO-1/2 with
  * float32 gathers update the core's copy in place: it is the master there.
+ *
+ * Distributed optimizer ([optim.zeroN] master, ABI 1.26, zero1 and zero2:
+ * Megatron-LM's --use-distributed-optimizer, DeepSpeed's bf16 optimizer).
+ * Where the model reads a weight only through its bf16 copy, the core
+ * keeps no float32 storage for it and hands the copy over
+ * (plait_optim_init.weight_copy): the float32 slice (pshard) is its only
+ * master, and each gathered unit's values of such a weight go through
+ * to_bf16 into every rank's copy (the rounding the model made from the
+ * whole float32 weight before, so the products read the same bits). The
+ * unit's other parameters (norms, embeddings, float32-read biases) come
+ * back whole into the core's float32 storage as before, in param_gather's
+ * format. Per parameter with a kept copy: 2 (the copy) + 4 (gradients,
+ * ZeRO-1; 4/N ZeRO-2) + 12/N bytes.
  *
  * ZeRO-1/2 all-gather updated parameters into the core's storage at the
  * end of step(). Communication per step (ring algorithms): ZeRO-1/2 move
@@ -224,8 +238,13 @@ typedef struct zero {
     size_t n_osegs;
     float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
-    float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16: the float32
-                                   * parameter slices [S] the update applies to */
+    float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16 or keeping masters:
+                                   * the float32 parameter slices [S] the update applies to */
+    plait_bf16 *const *wcopy;     /* ZeRO-1/2 keeping masters ([optim.zeroN] master): per local
+                                   * parameter the model's bf16 copy the gathers fill, or NULL
+                                   * (plait_optim_init.weight_copy); NULL when none is kept */
+    size_t kept_numel;            /* elements of the parameters with a kept copy (no float32
+                                   * storage in the core) */
     float *whole_grad;            /* ZeRO-2/3: gradients of whole units [whole_numel] */
     float *residual;              /* onebit: every unit's error feedback (res_off) */
     size_t residual_numel;
@@ -325,9 +344,11 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
-/* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight,
- * grad_compression, param_gather) followed by zero3's prefetch_layers. */
-extern const plait_key_decl zero_keys[5];
+/* The keys of [optim.zeroN]: zero1's and zero2's master, then the four
+ * every stage declares (bucket_size, max_inflight, grad_compression,
+ * param_gather), then zero3's prefetch_layers. zero1 and zero2 declare
+ * the five from zero_keys, zero3 the five from zero_keys + 1. */
+extern const plait_key_decl zero_keys[6];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

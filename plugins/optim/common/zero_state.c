@@ -156,6 +156,19 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         zero_destroy(z);
         return st;
     }
+    int copies = init->struct_size >= offsetof(plait_optim_init, weight_copy) + sizeof init->weight_copy;
+    if (st == PLAIT_OK && copies && init->weight_copy && zero_stage != 3) {
+        if (!host->kernels->to_bf16)
+            st = host->set_error(PLAIT_ERR_UNSUPPORTED, "%s: no to_bf16 in the kernel table to fill the bf16 copies",
+                                 name);
+        z->wcopy = (plait_bf16 *const *)init->weight_copy;
+        for (int32_t i = 0; i < z->params->n_params; i++)
+            if (z->wcopy[i]) z->kept_numel += z->params->params[i].numel;
+    }
+    if (st != PLAIT_OK) {
+        zero_destroy(z);
+        return st;
+    }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
     st = experts_group(z, init);
     if (st != PLAIT_OK) {
@@ -296,7 +309,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
-    int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE;
+    int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE || z->wcopy;
     int params_offloaded = z->store && z->offload.params; /* the slices live in the store */
     if (masters && !params_offloaded && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards")))
         return PLAIT_ERR_NO_MEMORY;
@@ -558,7 +571,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi + (z->pshard ? S : 0));
+    m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi - z->kept_numel + (z->pshard ? S : 0));
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = z->store ? 0 : 8 * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
@@ -591,18 +604,28 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         .destroy = zero_destroy, .export_shard = zero_export_shard, .shard_source = zero_shard_source                  \
     }
 
-const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
-const plait_optim_ops zero2_ops = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
+const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_SHARDS_MASTERS);
+#define ZERO2_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
+const plait_optim_ops zero2_ops = ZERO_OPS(2, ZERO2_FLAGS);
 const plait_optim_ops zero3_ops =
     ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
 
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 
-const plait_key_decl zero_keys[5] = {
-    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
-     NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
-           "this size (a larger tensor is a piece alone)"},
+/* The order the core reads them in (core/train/run_params.c). */
+static const char *const master_choices[] = {"auto", "sharded", "whole", NULL};
+
+/* zero1's and zero2's five from [0], zero3's five from [1] (zero.h). */
+const plait_key_decl zero_keys[6] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "master", PLAIT_KEY_ENUM, "auto", 1, 0, master_choices,
+     "where the float32 master of a weight the products read through the bf16 copy lives: sharded (this rank's "
+     "slice only, the bf16 values gathered into every rank's copy: Megatron-LM's distributed optimizer), whole "
+     "(every rank keeps the float32 weight), or auto (sharded on a bf16 run whose model reads bf16 copies, at "
+     "dp x cp > 1; whole elsewhere). sharded where the model reads float32 weights is refused"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0, NULL,
+     "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
+     "this size (a larger tensor is a piece alone)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "max_inflight", PLAIT_KEY_INT, "2", 1, 64, NULL,
      "reduce-scatters (and step all-gathers) in flight at once, each holding one unit-sized buffer"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,

@@ -55,8 +55,12 @@ plait_status zero_gather_updated(zero *z) {
 plait_status zero_ag_complete(zero *z, const zero_flight *f) {
     const zero_unit *u = &z->units[f->unit];
     for (int32_t k = 0; k < u->count; k++) {
-        plait_param *p = &z->params->params[u->first + k];
-        z->host->kernels->copy(p->data, f->buf + z->param_off[u->first + k], p->numel);
+        int32_t i = u->first + k;
+        plait_param *p = &z->params->params[i];
+        /* a kept copy takes the bf16 rounding the model made from the whole
+         * float32 weight before (zero.h, "Distributed optimizer") */
+        if (z->wcopy && z->wcopy[i]) z->host->kernels->to_bf16(z->wcopy[i], f->buf + z->param_off[i], p->numel);
+        else z->host->kernels->copy(p->data, f->buf + z->param_off[i], p->numel);
     }
     return PLAIT_OK;
 }
@@ -72,7 +76,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
                                                       "must call finish_grads first)", z->name);
     for (int32_t i = 0; z->zero_stage == 1 && i < z->params->n_params; i++)
-        if (!z->params->params[i].grad || !z->params->params[i].data)
+        if (!z->params->params[i].grad || (!z->params->params[i].data && !(z->wcopy && z->wcopy[i])))
             return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %s has no storage", z->name,
                                    z->params->params[i].name);
 

@@ -16,9 +16,10 @@ static const plait_plugin_desc zero2_desc = {
     .kind = PLAIT_KIND_OPTIM,
     .name = "zero2",
     .version = "1.0.0",
-    .description = "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
+    .description =
+        "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
     .keys = zero_keys,
-    .n_keys = 4,
+    .n_keys = 5,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
     .ops = &zero2_ops,

@@ -16,8 +16,9 @@ static const plait_plugin_desc zero3_desc = {
     .kind = PLAIT_KIND_OPTIM,
     .name = "zero3",
     .version = "1.0.0",
-    .description = "AdamW with moments, gradients and parameters sharded over DP (ZeRO-3): per-layer all-gather with prefetch",
-    .keys = zero_keys,
+    .description =
+        "AdamW with moments, gradients and parameters sharded over DP (ZeRO-3): per-layer all-gather with prefetch",
+    .keys = zero_keys + 1,
     .n_keys = 5,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,

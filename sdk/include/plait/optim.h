@@ -36,7 +36,15 @@ enum {
     PLAIT_OPTIM_OWNS_GRADS = 1u << 1,
     /* The plugin reduces gradients over the DP group itself
      * (reduce-scatter); the DP axis then does no gradient all-reduce. */
-    PLAIT_OPTIM_REDUCES_GRADS = 1u << 2
+    PLAIT_OPTIM_REDUCES_GRADS = 1u << 2,
+    /* ABI 1.26: the plugin can keep the float32 master of a parameter the
+     * model reads only through its bf16 copy as this rank's shard alone
+     * (Megatron-LM's distributed optimizer): where the core passes such a
+     * copy in plait_optim_init.weight_copy, it allocates no float32
+     * storage for the parameter (plait_param.data stays NULL), and the
+     * plugin fills the copy from the master in materialize() and after
+     * every step(). */
+    PLAIT_OPTIM_SHARDS_MASTERS = 1u << 3
 };
 
 typedef struct plait_optim_init {
@@ -57,6 +65,15 @@ typedef struct plait_optim_init {
      * until destroy(). Read it only where struct_size covers it: an older
      * core never runs ep > 1 with an optimizer declaring this minor. */
     plait_comm *edp_comm;
+    /* ABI 1.26, only for a plugin declaring PLAIT_OPTIM_SHARDS_MASTERS:
+     * NULL, or [params->n_params] pointers to the model's bf16 copies
+     * (plait_bf16 elements, numel of them, tensor memory), NULL where the
+     * parameter keeps its float32 storage. A parameter with a copy here has
+     * data NULL: the plugin keeps its float32 values (its master) and
+     * writes their bf16 rounding (to_bf16's) into the copy, every element
+     * on every rank of dp_comm, before materialize() and step() return.
+     * Borrowed, valid until destroy(). */
+    void *const *weight_copy;
 } plait_optim_init;
 
 /* Per-step facts passed to step(). */

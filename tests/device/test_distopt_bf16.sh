@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ZeRO-1 and ZeRO-2 as a distributed optimizer ([optim.zeroN] master) on a
+# bf16 run at dp 2, on cuda_emu (the cuda plugin's own source on the CPU
+# emulator: bf16 activations and the weights' bf16 copy), a 1-block tiny
+# GPT and a 1-block tiny Llama, deterministic, 3 steps; asserts:
+# - master = sharded (the default, auto, here) gives the bits of master =
+#   whole with the same param_gather: the products read the same bf16
+#   copy, the float32-read weights (norms, embeddings) the same values
+#   (zero1 and zero2 with bf16 gathers; gpt's zero1 with float32 ones);
+# - its param_bytes in memory.csv fall by the float32 weights of the
+#   copied tensors (4 bytes each of what the copy holds 2);
+# - a run resumed from its checkpoint (which holds the float32 slices)
+#   continues bit for bit, under zero2 as saved and under zero1 keeping
+#   whole masters (the model's tensors and the losses);
+# - master = sharded on a float32 run, and on the cpu device (float32
+#   activations on a bf16 run), is refused, naming the key and why.
+# shellcheck source=tests/e2e/lib.sh
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
+A=(run.steps=3 run.eval_every=0 run.progress=off run.deterministic=true run.precision=bf16 data.global_batch=4
+  data.micro_batch=1 model.n_layer=1 model.block_size=32 device.plugin=cuda_emu comm.plugin=tcp parallel.dp=2)
+train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads float32 weights on this run ([run] precision is not bf16)" \
+  "${A[@]}" run.precision=fp32 optim.plugin=zero1 optim.zero1.master=sharded "run.out_dir=$E2E_WORK/fp32_sharded"
+train_refused cpu_sharded "[optim.zero2] master = sharded: the model reads float32 weights on this run (its device or layout keeps float32 activations" \
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded \
+  "run.out_dir=$E2E_WORK/cpu_sharded"
+# both: MODEL STAGE GATHER, the two runs side by side, then compared
+both() {
+  local n=$1_$2_$3
+  train ${n}_whole "${A[@]}" optim.plugin=$2 optim.$2.param_gather=$3 optim.$2.master=whole &
+  train ${n}_sharded "${A[@]}" optim.plugin=$2 optim.$2.param_gather=$3 &
+  joined
+  same_params ${n}_whole ${n}_sharded bits
+  same_losses ${n}_whole ${n}_sharded 0
+  local w s
+  w=$(mem ${n}_whole 0 param_bytes) s=$(mem ${n}_sharded 0 param_bytes)
+  [ -n "$w" ] && [ -n "$s" ] && [ "$s" -lt "$w" ] ||
+    fail "$1 $2 ($3 gathers): param_bytes $s with sharded masters, $w with whole ones (want fewer)"
+  echo "$1 $2 ($3 gathers): the same bits; param_bytes $w whole, $s sharded"
+}
+both gpt zero1 bf16
+both gpt zero2 bf16
+both gpt zero1 fp32
+# resumed from the float32 slices: the bits of the uninterrupted run
+B=("${A[@]}" optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=2)
+train straight "${B[@]}" run.steps=4 &
+train split "${B[@]}" run.steps=2 &
+joined
+cp -r "$E2E_WORK/split" "$E2E_WORK/split_whole"
+train split "${B[@]}" run.steps=4 --resume &
+# and under another optimizer keeping whole masters (the same bits, above)
+train split_whole "${A[@]}" optim.plugin=zero1 optim.zero1.param_gather=bf16 optim.zero1.master=whole \
+  run.ckpt_every=2 run.steps=4 --resume &
+joined
+same_params straight split bits
+same_params straight split_whole 0 model
+same_losses straight split_whole 0
+export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
+both llama zero1 bf16
+both llama zero2 bf16
+echo "sharded masters: bits of whole ones (gpt, llama; zero1, zero2), resumed bit for bit, refused on fp32"
