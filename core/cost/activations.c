@@ -63,7 +63,6 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .kernels = in->device &&
                                                (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
                                     .context_parallel = s->cp > 1,
-                                    .experts = in->experts,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
@@ -248,7 +247,10 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     const double N = s->B * s->T, Nk = N * (double)moe->k;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E);
+    /* under bf16 activations the sparse halves' float32 norm output and
+     * its gradient, shared likewise (model/moe_bf16.c) */
+    const double norm = s->bf16 ? 2 * N * s->C : 0;
+    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E + norm);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -82,7 +82,6 @@ typedef struct plait_cost_shape_in {
     int cp;                     /* context parallelism: the rank keeps T / cp of each sequence (0 = 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
-    int experts; /* the model has a mixture of experts (which keeps float32 activations) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
@@ -162,7 +161,9 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
  * this tp rank's width F/tp, the shared experts'), and the backward's
- * scratch all sparse blocks share (once a rank); 0 for a dense model. */
+ * scratch all sparse blocks share (once a rank; under bf16 activations
+ * with the sparse halves' float32 norm output and its gradient,
+ * model/moe_bf16.c); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 

@@ -74,8 +74,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .cp = cp,
                                           .split = split,
                                           .precision = precision,
-                                          .device = dev,
-                                          .experts = moe && moe->E > 0};
+                                          .device = dev};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
      * weights, the head's tied copy included where the head is bf16 (model/model.c) */

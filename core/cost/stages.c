@@ -336,8 +336,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .cp = l->cp,
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
-                                    .device = dev,
-                                    .experts = m->moe.E > 0};
+                                    .device = dev};
     plait_cost_shape_init(&s, spec, &in);
     /* a cp rank computes T / cp tokens of each sequence (s.T) */
     double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;

@@ -35,7 +35,9 @@
  * in the slot whatever the mode (the routes, gates and permuted rows its
  * backward reads): full reruns its attention half and the MLP norm, the
  * router's input, and nothing of the experts; selective drops nothing of
- * its MLP half (it has no GELU output of its own).
+ * its MLP half (it has no GELU output of its own). Under bf16 activations
+ * its MLP half rebuilds its float32 norm output itself before its
+ * backward in every mode (moe_bf16.c).
  */
 #include "model/model_internal.h"
 
@@ -43,13 +45,16 @@
  * with the bf16 weight copies the block's forward read. */
 static plait_status recompute_bf16(plait_model *m, model_slot *s, int32_t layer) {
     block_acts *a = &s->blocks[layer - 1];
+    const int sparse = desc_block_sparse(m->desc, layer - 1);
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
+        if (sparse) return PLAIT_OK; /* no GELU of its own */
         m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
+        /* a sparse half rebuilds its norm itself (moe_bf16.c) */
         plait_status st = plait_bf16_attention_forward(m, s, layer, s->bound[layer - 1]);
-        return st != PLAIT_OK ? st : plait_bf16_mlp_forward_act(m, s, layer, a->res2);
+        return st != PLAIT_OK || sparse ? st : plait_bf16_mlp_forward_act(m, s, layer, a->res2);
     }
     default: return PLAIT_OK;
     }
