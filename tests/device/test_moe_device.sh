@@ -11,7 +11,9 @@
 #     device's at every step (docs/gpu.md's bound between the devices), and
 #     the same routes counted (metrics.csv's moe_tokens_* and moe_dropped).
 #     The gpt arch at tp 2 (the experts' width split, two processes) the
-#     same, on the emulator only.
+#     same, on the emulator only. Both archs with bf16 activations (the
+#     sparse MLP halves float32): within 1e-2 of the cpu device's float32
+#     losses, recompute full the bits of none.
 #     ep 2 on the device is refused naming the keys, and so is a device whose
 #     kernel table lacks the MoE entries (the sim test device).
 #   test_moe_device.sh gpu   the same on the cuda device (label gpu); exits 77
@@ -40,6 +42,21 @@ for m in gpt llama; do
   same_losses ${m}_dev ${m}_cpu 1e-4
   [ "$(routes ${m}_dev)" = "$(routes ${m}_cpu)" ] || fail "$m: the routes counted on $DEV differ from the cpu device's"
   echo "$m: $DEV follows the cpu device's losses within 1e-4 with the same routes"
+done
+# bf16 activations with experts: the dense halves bf16, the sparse MLP
+# halves float32 between the residual stream's rows (core/model/moe_bf16.c):
+# granted, within 1e-2 of the cpu device's float32 losses (the dense bf16
+# models' bound), full recomputation the bits of none
+for m in gpt llama; do
+  A=()
+  [ "$m" = llama ] && A=("${L[@]}")
+  train ${m}_bf16 "${S[@]}" "${A[@]}" run.precision=bf16 "device.plugin=$DEV" &
+  train ${m}_bf16_full "${S[@]}" "${A[@]}" run.precision=bf16 model.recompute=full "device.plugin=$DEV" &
+  joined
+  grep -q "plait: activations bf16" "$E2E_WORK/${m}_bf16.out" || fail "$m: a bf16 run with experts kept float32 activations"
+  same_losses ${m}_bf16 ${m}_cpu 1e-2
+  same_losses ${m}_bf16_full ${m}_bf16 0
+  echo "$m with experts in bf16: $DEV within 1e-2 of the cpu device's float32 losses, recompute full the bits of none"
 done
 # experts under tensor parallelism on the device (each expert's width over
 # tp 2, the tp sums on the device's memory): two processes on the emulator;
