@@ -233,6 +233,17 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
     out->S = out->E > 0 ? plait_config_int(cfg, "model", "moe_shared_experts") : 0;
 }
 
+double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s) {
+    const double BT = s->B * s->T, Rq = BT / seq_cut(s), sel = s->recompute == 1;
+    if (s->recompute == 2) return 0; /* full: the parts are the shared buffers */
+    /* llama: gate's, up's and SwiGLU's outputs (bf16: gate|up as one, and
+     * the norm's bf16 output); gpt: c_fc's and GELU's outputs (bf16: and
+     * ln_2's bf16 output); selective shares SwiGLU's and GELU's */
+    const double ln = s->bf16 ? bh(Rq * s->C) : 0, F = s->bf16 ? bh(BT * s->Fl) : al(BT * s->Fl);
+    const double gate_up = s->llama ? (s->bf16 ? bh(BT * 2 * s->Fl) : 2 * F) : F;
+    return 4 * (ln + gate_up + (sel ? 0 : F));
+}
+
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;

@@ -157,6 +157,12 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
 
+/* Bytes of plait_cost_slot_bytes' block that a sparse block's slot does
+ * not keep (model/model_slots.c): the dense MLP's products' parts, and
+ * under bf16 activations its norm's bf16 output (model/moe_bf16.c
+ * rebuilds it in float32). */
+double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
+
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at

@@ -119,7 +119,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         }
         if (peak < 1) peak = 1;
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
-                                  sparse * (plait_cost_held_bytes(moe, &s, ep) +
+                                  sparse * (plait_cost_held_bytes(moe, &s, ep) - plait_cost_sparse_unkept_bytes(&s) +
                                             plait_cost_moe_acts_bytes(moe, &s, mesh->tp)));
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);

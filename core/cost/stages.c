@@ -366,7 +366,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
-                    r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
+                    r->act_bytes += live[c] *
+                                    (plait_cost_held_bytes(&m->moe, &s, ep) - plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];

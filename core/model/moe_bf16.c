@@ -17,10 +17,9 @@
  * forward's kernel (the same bits), as recompute.c rebuilds dropped parts.
  * Its gradient lands in a second such buffer. Both are float32 [B·T,C],
  * allocated at the first sparse forward and counted in the activation
- * bytes (core/cost counts them as the experts' scratch). The slot's
- * bf16 parts of a dense MLP half stay unused in a sparse block, as its
- * float32 ones do in the float32 model: the slots keep one layout a
- * block.
+ * bytes (core/cost counts them as the experts' scratch). A sparse
+ * block's slot keeps the norm's statistics, not its output
+ * (model_slots.c).
  */
 #include "device/device.h"
 #include "model/model_internal.h"
