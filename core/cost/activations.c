@@ -261,7 +261,8 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     /* under bf16 activations the sparse halves' float32 norm output and
      * its gradient, shared likewise (model/moe_bf16.c) */
     const double norm = s->bf16 ? 2 * N * s->C : 0;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E + norm);
+    /* the gates' gradients first, N·k doubles (model/moe.c) */
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + norm);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
