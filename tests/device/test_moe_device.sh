@@ -13,7 +13,8 @@
 #     The gpt arch at tp 2 (the experts' width split, two processes) the
 #     same, on the emulator only. Both archs with bf16 activations (the
 #     sparse MLP halves float32): within 1e-2 of the cpu device's float32
-#     losses, recompute full the bits of none.
+#     losses, recompute full the bits of none; the gpt arch at tp 2 and pp 2
+#     within 1e-3 of one bf16 process (emulator only).
 #     ep 2 on the device is refused naming the keys, and so is a device whose
 #     kernel table lacks the MoE entries (the sim test device).
 #   test_moe_device.sh gpu   the same on the cuda device (label gpu); exits 77
@@ -67,6 +68,15 @@ if [ "$DEV" = cuda_emu ]; then
   same_losses gpt_tp2 gpt_cpu 1e-4
   [ "$(routes gpt_tp2)" = "$(routes gpt_cpu)" ] || fail "gpt at tp 2: the routes counted on $DEV differ from the cpu device's"
   echo "gpt at tp 2: $DEV follows the cpu device's losses within 1e-4 with the same routes"
+  # bf16 with experts at tp 2 and pp 2 (their messages bf16 on the wire):
+  # within 1e-3 of one bf16 process, the dense bf16 layouts' bound
+  # (test_llama_bf16_wire.sh)
+  train gpt_bf16_tp2 "${S[@]}" run.precision=bf16 "device.plugin=$DEV" parallel.plugin=hybrid parallel.tp=2 &
+  train gpt_bf16_pp2 "${S[@]}" run.precision=bf16 "device.plugin=$DEV" parallel.plugin=hybrid parallel.pp=2 &
+  joined
+  same_losses gpt_bf16_tp2 gpt_bf16 1e-3
+  same_losses gpt_bf16_pp2 gpt_bf16 1e-3
+  echo "gpt with experts in bf16 at tp 2 and pp 2: within 1e-3 of one process"
 fi
 dropped=$(column llama_dev moe_dropped | awk '{ s += $1 } END { print s + 0 }')
 [ "$dropped" -gt 0 ] || fail "llama: moe_capacity = 1.0 dropped no route in 3 steps; the capacity path went untested"
