@@ -70,7 +70,6 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .context_parallel = s->cp > 1,
                                     .ring_bf16 = in->device && in->device->ring_bf16,
                                     .head_size = (int64_t)HS,
-                                    .experts = in->experts,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
@@ -242,6 +241,17 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
     out->llama = strcmp(plait_config_str(cfg, "model", "arch"), "llama") == 0;
 }
 
+double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s) {
+    const double BT = s->B * s->T, Rq = BT / seq_cut(s), sel = s->recompute == 1;
+    if (s->recompute == 2) return 0; /* full: the parts are the shared buffers */
+    /* llama: gate's, up's and SwiGLU's outputs (bf16: gate|up as one, and
+     * the norm's bf16 output); gpt: c_fc's and GELU's outputs (bf16: and
+     * ln_2's bf16 output); selective shares SwiGLU's and GELU's */
+    const double ln = s->bf16 ? bh(Rq * s->C) : 0, F = s->bf16 ? bh(BT * s->Fl) : al(BT * s->Fl);
+    const double gate_up = s->llama ? (s->bf16 ? bh(BT * 2 * s->Fl) : 2 * F) : F;
+    return 4 * (ln + gate_up + (sel ? 0 : F));
+}
+
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;
@@ -267,10 +277,13 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
     /* the gates' gradients (N·k doubles), first; at ep > 1 each source's
      * gradients of the rank's E/ep experts, ep of them: E experts' worth
-     * (moe.c's ep_grad_floats) */
+     * (moe.c's ep_grad_floats); under bf16 activations the sparse halves'
+     * float32 norm output and its gradient, shared likewise
+     * (model/moe_bf16.c) */
     const double expert = moe->llama ? 3.0 * F * s->C : 2.0 * F * s->C + F + s->C;
     const double grads = ep > 1 ? (double)moe->E * expert : 0;
-    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads);
+    const double norm = s->bf16 ? 2 * N * s->C : 0;
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -88,7 +88,6 @@ typedef struct plait_cost_shape_in {
     int cp;                     /* context parallelism: the rank keeps T / cp of each sequence (0 = 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
-    int experts; /* the model has a mixture of experts (which keeps float32 activations) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
@@ -168,6 +167,12 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
 
+/* Bytes of plait_cost_slot_bytes' block that a sparse block's slot does
+ * not keep (model/model_slots.c): the dense MLP's products' parts, and
+ * under bf16 activations its norm's bf16 output (model/moe_bf16.c
+ * rebuilds it in float32). */
+double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
+
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
@@ -175,7 +180,9 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
  * the activation function's outputs), and the backward's
  * scratch all sparse blocks share (once a rank; at ep > 1 with each ep
  * source's gradients of the rank's experts: the Llama family's 3·F·C
- * floats an expert, the GPT's 2·F·C + F + C); 0 for a dense model. */
+ * floats an expert, the GPT's 2·F·C + F + C; under bf16 activations with
+ * the sparse halves' float32 norm output and its gradient,
+ * model/moe_bf16.c); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and

@@ -74,8 +74,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .cp = cp,
                                           .split = split,
                                           .precision = precision,
-                                          .device = dev,
-                                          .experts = moe && moe->E > 0};
+                                          .device = dev};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
      * weights, the head's tied copy included where the head is bf16 (model/model.c) */
@@ -129,7 +128,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         const double moe_kept = s.recompute == 2
                                     ? 0
                                     : plait_cost_held_bytes(moe, &s, ep) + plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
-        out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) + sparse * moe_kept);
+        out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
+                                  sparse * (moe_kept - plait_cost_sparse_unkept_bytes(&s)));
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;

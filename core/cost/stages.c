@@ -348,8 +348,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .cp = l->cp,
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
-                                    .device = dev,
-                                    .experts = m->moe.E > 0};
+                                    .device = dev};
     plait_cost_shape_init(&s, spec, &in);
     /* a cp rank computes T / cp tokens of each sequence (s.T) */
     double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;
@@ -380,9 +379,10 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
                     /* recompute = full: held only from its rerun to its backward (shared below) */
-                    if (s.recompute != 2)
-                        r->act_bytes += live[c] * (plait_cost_held_bytes(&m->moe, &s, ep) +
-                                                   plait_cost_moe_acts_bytes(&m->moe, &s, tp));
+                    const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, ep) +
+                                                               plait_cost_moe_acts_bytes(&m->moe, &s, tp)
+                                                         : 0;
+                    r->act_bytes += live[c] * (kept - plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
                 if (s.bf16) {

@@ -41,9 +41,11 @@
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
 
-/* Block `layer`'s parameters (their data or gradients) in LP_* order. */
+/* Block `layer`'s parameters (their data or gradients) in LP_* order; a
+ * sparse block's up to its MLP norm (its experts' are moe.c's). */
 static plait_status params_of(plait_model *m, param_part part, int32_t layer, float **p) {
-    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), LP_COUNT, p);
+    const int n = desc_block_sparse(m->desc, layer - 1) ? LP_GATE : LP_COUNT;
+    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), n, p);
 }
 
 /* The bf16 copy of block `layer`'s parameter lp. */
@@ -102,6 +104,7 @@ plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, i
     if (st == PLAIT_OK)
         st = plait_bf16_row_product(m, a->res2, x, a->bf.atty, copy_of(m, layer, LP_O), NULL, m->Cl,
                                     "after self_attn.o_proj", layer);
+    if (desc_block_sparse(m->desc, layer - 1)) return st; /* its MLP half: moe_bf16.c */
     if (st == PLAIT_OK)
         st = norm_forward(m, a->bf.ln2, &ln, a->ln2_rstd, a->res2, p[LP_MLP_NORM], "before mlp.gate_proj and up_proj",
                           layer);
@@ -114,6 +117,8 @@ plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, i
 plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer) {
     plait_status st = plait_llama_bf16_block_forward_act(m, s, layer);
     const block_acts *a = &s->blocks[layer - 1];
+    if (st == PLAIT_OK && desc_block_sparse(m->desc, layer - 1))
+        return plait_moe_bf16_half_forward(m, s, layer, a->res2, s->bound[layer]);
     return st != PLAIT_OK ? st
                           : plait_bf16_row_product(m, s->bound[layer], a->res2, a->bf.swi, copy_of(m, layer, LP_DOWN),
                                                    NULL, m->Fl, "after mlp.down_proj", layer);
@@ -225,6 +230,8 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
     if (st != PLAIT_OK) return st;
     block_grads_bf16 *kept = part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
     float *dx = s->gbuf[(layer - 1) & 1];
-    st = mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx, part, kept);
+    st = desc_block_sparse(m->desc, layer - 1) /* one pass only: model.c refuses a split backward */
+             ? plait_moe_bf16_half_backward(m, s, layer, a->res2, s->gbuf[layer & 1], dx)
+             : mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx, part, kept);
     return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx, part, kept);
 }

@@ -21,24 +21,30 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
-/* The weights of every linear layer, and the biases of those whose output
- * is bf16 (a residual product adds its float32 bias to the float32
- * stream). The gpt arch declares its parameters in model_desc.c's order:
- * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), t = strlen(tail);
+    return n > t && strcmp(s + n - t, tail) == 0;
+}
+
+/* The weights of every dense linear layer, and the biases of those whose
+ * output is bf16 (a residual product adds its float32 bias to the float32
+ * stream), found by name (model_desc.c's): a sparse block's router and
+ * experts (mlp.router.*, mlp.experts.*, mlp.shared_experts.*) run float32
+ * (moe_bf16.c) and read no copy. */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
     if (gi < 0 || gi >= spec->n_params) return 0;
-    if (strcmp(spec->arch, "llama") == 0) { /* a block's projections, named *_proj.weight (model_desc.c) */
-        const plait_param *p = &spec->params[gi];
-        const size_t n = strlen(p->name), tail = strlen("_proj.weight");
-        return p->layer >= 1 && p->layer <= spec->n_layer && n > tail &&
-               strcmp(p->name + n - tail, "_proj.weight") == 0;
-    }
+    const plait_param *p = &spec->params[gi];
+    const int block = p->layer >= 1 && p->layer <= spec->n_layer && !strstr(p->name, ".router.") &&
+                      !strstr(p->name, "experts.");
+    if (strcmp(spec->arch, "llama") == 0) /* a block's projections, named *_proj.weight */
+        return block && ends_with(p->name, "_proj.weight");
     if (strcmp(spec->arch, "gpt") != 0) return 0;
-    if (plait_tied_is_copy(&spec->params[gi])) return head; /* lm_head */
-    if (gi < 2 || gi >= 2 + spec->n_layer * BP_COUNT) return 0;
-    const int bp = (gi - 2) % BP_COUNT;
-    return bp == BP_ATTN_W || bp == BP_ATTN_B || bp == BP_APROJ_W || bp == BP_FC_W || bp == BP_FC_B ||
-           bp == BP_MPROJ_W;
+    if (plait_tied_is_copy(p)) return head; /* lm_head */
+    static const char *const copied[] = {".attn.c_attn.weight", ".attn.c_attn.bias", ".attn.c_proj.weight",
+                                         ".mlp.c_fc.weight",    ".mlp.c_fc.bias",    ".mlp.c_proj.weight"};
+    for (size_t i = 0; block && i < sizeof copied / sizeof copied[0]; i++)
+        if (ends_with(p->name, copied[i])) return 1;
+    return 0;
 }
 
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
@@ -53,7 +59,7 @@ int plait_model_kernels_llama_bf16(const plait_kernels *k) {
 }
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    if (!t->requested || !t->kernels || t->experts) return 0;
+    if (!t->requested || !t->kernels) return 0;
     if (t->context_parallel && (!t->ring_bf16 || t->head_size % 2)) return 0;
     return t->gpt || (t->llama && t->n_embd % 8 == 0);
 }
@@ -489,7 +495,6 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .context_parallel = m->cp > 1,
                                     .ring_bf16 = PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(m->k),
                                     .head_size = m->HS,
-                                    .experts = desc->moe.experts > 0,
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
     m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;
@@ -521,6 +526,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_scratch);
     plait_device_free(m->moe_rc);
     plait_device_free(m->moe_held_act);
+    plait_device_free(m->moe_bf16_mem);
     free(m->moe_counts);
     free(m->wbf);
     free(m->wbf_kept);
@@ -601,8 +607,10 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     if (layer == L + 1) return m->bf16_head ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
     const float *x = s->bound[layer - 1];
     if (m->bf16) {
-        st = plait_bf16_attention_forward(m, s, layer, x);
-        return st != PLAIT_OK ? st : plait_bf16_mlp_forward(m, s, layer, s->blocks[layer - 1].res2, s->bound[layer]);
+        const float *r = s->blocks[layer - 1].res2;
+        if ((st = plait_bf16_attention_forward(m, s, layer, x)) != PLAIT_OK) return st;
+        return desc_block_sparse(m->desc, layer - 1) ? plait_moe_bf16_half_forward(m, s, layer, r, s->bound[layer])
+                                                     : plait_bf16_mlp_forward(m, s, layer, r, s->bound[layer]);
     }
     const float *r = x;
     if (m->desc->is_gpt) {
@@ -625,7 +633,8 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     const float *x = s->bound[layer - 1];
     const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
     if (m->bf16) {
-        st = plait_bf16_mlp_backward(m, s, layer, r, dy, dx, part);
+        st = desc_block_sparse(m->desc, layer - 1) ? plait_moe_bf16_half_backward(m, s, layer, r, dy, dx)
+                                                   : plait_bf16_mlp_backward(m, s, layer, r, dy, dx, part);
         return st != PLAIT_OK ? st : plait_bf16_attention_backward(m, s, layer, x, dx, part);
     }
     block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,

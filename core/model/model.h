@@ -226,16 +226,16 @@ typedef struct plait_bf16_terms {
     int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
     int ring_bf16;        /* the kernel table has ring attention on bf16 (PLAIT_KERNELS_HAS_RING_ATTENTION_BF16) */
     int64_t head_size;    /* the attention's head size */
-    int experts;          /* the model has a mixture of experts */
     int llama;            /* the llama arch (its kernels: plait_model_kernels_llama_bf16) */
     int64_t n_embd;       /* the model's width */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
- * layout needs what the path lacks (the experts' MLPs are float32; ring
- * attention is bf16 where the table has its bf16 entries and the head
- * size is even, the K|V rows packed as pairs: ring_attention.c); of the
- * llama arch likewise, at a width that is a
+ * layout needs what the path lacks (ring attention is bf16 where the
+ * table has its bf16 entries and the head size is even, the K|V rows
+ * packed as pairs: ring_attention.c); with experts too, whose sparse
+ * blocks run their MLP half in float32 between the float32 residual
+ * stream's rows (moe_bf16.c); of the llama arch likewise, at a width that is a
  * multiple of 8 (llama_bf16.c: its stacked products' bf16 weight copies
  * lie side by side). Tensor and sequence parallelism are covered (gpt_bf16.c:
  * the blocks in bf16 with float32 messages between their products and
@@ -253,8 +253,9 @@ int plait_model_kernels_llama_bf16(const plait_kernels *k);
  * (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS). */
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
 /* 1 if, under bf16 activations, the products of the gpt model `spec` read
- * its global parameter gi from the bf16 copy: every block's linear
- * layers' weights, the biases of the products whose output is bf16
+ * its global parameter gi from the bf16 copy: every dense block half's
+ * linear layers' weights (not a sparse block's router and experts, which
+ * run float32), the biases of the products whose output is bf16
  * (c_attn, c_fc), and the head's tied copy where the head runs in bf16
  * (`head`: no tensor parallelism, whose head is float32). Of a llama
  * model: every block's projections (its head is float32). The model keeps

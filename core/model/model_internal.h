@@ -358,6 +358,11 @@ struct plait_model {
     int64_t *moe_counts;   /* [n_layer·experts] tokens per block and expert */
     double moe_aux, moe_z; /* Σ over the sparse blocks' forwards of each loss's value */
     int64_t moe_dropped, moe_forwards;
+    /* under bf16 activations (moe_bf16.c): the sparse half's float32 norm
+     * output and its gradient [B·T,C] each, shared by every sparse block
+     * and slot, allocated at the first sparse forward */
+    float *moe_bf16_mem;
+    size_t moe_bf16_bytes;
 };
 
 /* The bf16 copies of a block half's product weights (bf16 activations):
@@ -567,6 +572,12 @@ plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer);
 plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
 plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
                                          float *dr);
+/* A sparse block's MLP half under bf16 activations, either arch
+ * (moe_bf16.c): its norm and the above in float32 between the float32
+ * residual stream's rows r and y; dr (overwritten) = d(r) from dy. */
+plait_status plait_moe_bf16_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
+plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                          float *dr);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

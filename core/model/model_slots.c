@@ -182,6 +182,10 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
+        /* a sparse block keeps no dense MLP product's parts (its experts'
+         * are moe.c's), nor under bf16 activations its norm's bf16 output
+         * (moe_bf16.c rebuilds it in float32) */
+        const int dense = !desc_block_sparse(m->desc, (int32_t)l - 1);
         if (m->desc->is_llama) { /* float32 (llama_layers.c), the norms' outputs kept gathered; or bf16
                                   * (llama_bf16.c), on this rank's rows, gate|up side by side */
             const int64_t ln_rows = m->bf16 ? R : BT;
@@ -191,15 +195,15 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP(lse, m->B * m->NHl * m->T);
             KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
-            KEEP_PRODUCT(ln2, ln_rows * C);
+            if (dense || !m->bf16) KEEP_PRODUCT(ln2, ln_rows * C);
             KEEP(ln2_rstd, R);
-            if (!m->bf16) {
+            if (dense && !m->bf16) {
                 KEEP(fch, BT * m->Fl);
                 KEEP(fcg, BT * m->Fl);
-            } else if (plait_recompute_keeps(m, offsetof(block_acts, bf.gu))) {
+            } else if (dense && plait_recompute_keeps(m, offsetof(block_acts, bf.gu))) {
                 TAKE_BF16(a->bf.gu, BT * 2 * m->Fl);
             }
-            KEEP_PRODUCT(swi, BT * m->Fl);
+            if (dense) KEEP_PRODUCT(swi, BT * m->Fl);
             if (base) plait_recompute_share(m, a);
             if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
             continue;
@@ -214,11 +218,13 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
         }
-        KEEP_PRODUCT(ln2, R * C);
+        if (dense || !m->bf16) KEEP_PRODUCT(ln2, R * C);
         KEEP(ln2_mean, R);
         KEEP(ln2_rstd, R);
-        KEEP_PRODUCT(fch, BT * m->Fl);
-        KEEP_PRODUCT(fcg, BT * m->Fl);
+        if (dense) {
+            KEEP_PRODUCT(fch, BT * m->Fl);
+            KEEP_PRODUCT(fcg, BT * m->Fl);
+        }
 #undef KEEP_PRODUCT
 #undef KEEP
         if (base) plait_recompute_share(m, a);

@@ -39,6 +39,9 @@
  * does not read. Selective drops its experts' activation function
  * outputs (routed and shared; Megatron-Core's moe_act) and rebuilds them
  * from the kept GELU or SwiGLU inputs with the forward's own calls.
+ * Under bf16 activations a sparse block's MLP half rebuilds its float32
+ * norm output itself before its backward in every mode, and under full
+ * reruns its router and experts from it there (moe_bf16.c).
  */
 #include "model/model_internal.h"
 
@@ -46,13 +49,16 @@
  * with the bf16 weight copies the block's forward read. */
 static plait_status recompute_bf16(plait_model *m, model_slot *s, int32_t layer) {
     block_acts *a = &s->blocks[layer - 1];
+    const int sparse = desc_block_sparse(m->desc, layer - 1);
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
+        if (sparse) return plait_moe_act_rerun(m, s, layer); /* the experts' GELUs, float32 */
         m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
+        /* a sparse half rebuilds its norm and reruns its experts itself (moe_bf16.c) */
         plait_status st = plait_bf16_attention_forward(m, s, layer, s->bound[layer - 1]);
-        return st != PLAIT_OK ? st : plait_bf16_mlp_forward_act(m, s, layer, a->res2);
+        return st != PLAIT_OK || sparse ? st : plait_bf16_mlp_forward_act(m, s, layer, a->res2);
     }
     default: return PLAIT_OK;
     }
@@ -72,7 +78,8 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
         case PLAIT_RECOMPUTE_FULL: {
             plait_status st = m->bf16 ? plait_llama_bf16_block_forward_act(m, s, layer)
                                       : plait_llama_block_forward_act(m, s, layer);
-            if (st != PLAIT_OK || !desc_block_sparse(m->desc, layer - 1)) return st;
+            /* under bf16 a sparse half reruns its experts itself (moe_bf16.c) */
+            if (st != PLAIT_OK || !desc_block_sparse(m->desc, layer - 1) || m->bf16) return st;
             return plait_moe_rerun(m, s, layer, s->blocks[layer - 1].ln2);
         }
         default:

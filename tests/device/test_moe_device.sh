@@ -11,7 +11,10 @@
 #     device's at every step (docs/gpu.md's bound between the devices), and
 #     the same routes counted (metrics.csv's moe_tokens_* and moe_dropped).
 #     The gpt arch at tp 2 (the experts' width split, two processes) the
-#     same, on the emulator only.
+#     same, on the emulator only. Both archs with bf16 activations (the
+#     sparse MLP halves float32): within 1e-2 of the cpu device's float32
+#     losses, recompute full the bits of none; the gpt arch at tp 2 and pp 2
+#     within 1e-3 of one bf16 process (emulator only).
 #     A device whose kernel table lacks the MoE entries (the sim test device)
 #     is refused naming the keys. (Expert parallelism on the device:
 #     test_moe_ep_device.sh.)
@@ -42,6 +45,22 @@ for m in gpt llama; do
   [ "$(routes ${m}_dev)" = "$(routes ${m}_cpu)" ] || fail "$m: the routes counted on $DEV differ from the cpu device's"
   echo "$m: $DEV follows the cpu device's losses within 1e-4 with the same routes"
 done
+# bf16 activations with experts: the dense halves bf16, the sparse MLP
+# halves float32 between the residual stream's rows (core/model/moe_bf16.c):
+# granted, within 1e-2 of the cpu device's float32 losses (the dense bf16
+# models' bound), full recomputation the bits of none
+for m in gpt llama; do
+  A=()
+  [ "$m" = llama ] && A=("${L[@]}")
+  train ${m}_bf16 "${S[@]}" "${A[@]}" run.precision=bf16 "device.plugin=$DEV" &
+  train ${m}_bf16_full "${S[@]}" "${A[@]}" run.precision=bf16 model.recompute=full "device.plugin=$DEV" &
+  joined
+  grep -q "plait: activations bf16 (.*the sparse blocks' norms, routers and experts.* float32)" "$E2E_WORK/${m}_bf16.out" ||
+    fail "$m: a bf16 run with experts did not say it keeps bf16 activations, its experts float32"
+  same_losses ${m}_bf16 ${m}_cpu 1e-2
+  same_losses ${m}_bf16_full ${m}_bf16 0
+  echo "$m with experts in bf16: $DEV within 1e-2 of the cpu device's float32 losses, recompute full the bits of none"
+done
 # experts under tensor parallelism on the device (each expert's width over
 # tp 2, the tp sums on the device's memory): two processes on the emulator;
 # a GPU run would need a second GPU
@@ -50,6 +69,15 @@ if [ "$DEV" = cuda_emu ]; then
   same_losses gpt_tp2 gpt_cpu 1e-4
   [ "$(routes gpt_tp2)" = "$(routes gpt_cpu)" ] || fail "gpt at tp 2: the routes counted on $DEV differ from the cpu device's"
   echo "gpt at tp 2: $DEV follows the cpu device's losses within 1e-4 with the same routes"
+  # bf16 with experts at tp 2 and pp 2 (their messages bf16 on the wire):
+  # within 1e-3 of one bf16 process, the dense bf16 layouts' bound
+  # (test_llama_bf16_wire.sh)
+  train gpt_bf16_tp2 "${S[@]}" run.precision=bf16 "device.plugin=$DEV" parallel.plugin=hybrid parallel.tp=2 &
+  train gpt_bf16_pp2 "${S[@]}" run.precision=bf16 "device.plugin=$DEV" parallel.plugin=hybrid parallel.pp=2 &
+  joined
+  same_losses gpt_bf16_tp2 gpt_bf16 1e-3
+  same_losses gpt_bf16_pp2 gpt_bf16 1e-3
+  echo "gpt with experts in bf16 at tp 2 and pp 2: within 1e-3 of one process"
 fi
 dropped=$(column llama_dev moe_dropped | awk '{ s += $1 } END { print s + 0 }')
 [ "$dropped" -gt 0 ] || fail "llama: moe_capacity = 1.0 dropped no route in 3 steps; the capacity path went untested"

@@ -605,6 +605,20 @@ static void test_bf16_tp_gpt(void **state) {
     }
 }
 
+/* A model with experts under bf16 activations (its dense halves bf16, its
+ * sparse MLP halves float32 with each expert's width split over tp,
+ * core/model/moe_bf16.c), with and without sequence parallelism: gpt
+ * with every block sparse, llama with a dense block and a sparse one
+ * with a shared expert, within the same bounds of float32 */
+#define MOE_TP "moe_experts = 4\nmoe_top_k = 2\nmoe_ffn_hidden = 16\n"
+static void test_bf16_tp_experts(void **state) {
+    (void)state;
+    for (int sp = 0; sp <= 1; sp++) {
+        check_bf16_tp(SP_GPT_INI MOE_TP, 2, sp, 0);
+        check_bf16_tp(SP_LLAMA_INI MOE_TP "moe_every = 2\nmoe_shared_experts = 1\n", 2, sp, 0);
+    }
+}
+
 static void test_sp_llama(void **state) {
     (void)state;
     check_sequence_parallel(SP_LLAMA_INI, 2, 0);
@@ -616,9 +630,10 @@ static void test_sp_llama(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),   cmocka_unit_test(test_tp2_mlp),
-        cmocka_unit_test(test_tp2_llama),   cmocka_unit_test(test_tp4_llama), cmocka_unit_test(test_sp_gpt),
-        cmocka_unit_test(test_sp_gpt_bf16), cmocka_unit_test(test_sp_llama),  cmocka_unit_test(test_bf16_tp_gpt),
+        cmocka_unit_test(test_tp2_gpt),         cmocka_unit_test(test_tp4_gpt),   cmocka_unit_test(test_tp2_mlp),
+        cmocka_unit_test(test_tp2_llama),       cmocka_unit_test(test_tp4_llama), cmocka_unit_test(test_sp_gpt),
+        cmocka_unit_test(test_sp_gpt_bf16),     cmocka_unit_test(test_sp_llama),  cmocka_unit_test(test_bf16_tp_gpt),
+        cmocka_unit_test(test_bf16_tp_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -399,10 +399,13 @@ static void test_mixtral_published(void **state) {
     /* the busiest rank is the first stage's (its activations): 8 blocks of
      * attention (2 x 4096^2 + 2 x 4096 x 1024), two norms, the router and
      * its bias, and 1 of the 8 experts (3 x 14336 x 4096), plus the token
-     * embedding (32000 x 4096); float32 */
-    const double block = 2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 2 * 4096 + 8 * 4096 + 8 + 3 * 14336.0 * 4096;
+     * embedding (32000 x 4096); float32, and the bf16 copy of the
+     * attention's projections the bf16 blocks' products read (the
+     * router and experts run float32 and read none) */
+    const double attn = 2 * 4096.0 * 4096 + 2 * 4096.0 * 1024;
+    const double block = attn + 2 * 4096 + 8 * 4096 + 8 + 3 * 14336.0 * 4096;
     assert_int_equal(r.mem_stage, 0);
-    NEAR(r.mem.param, 4 * (8 * block + 32000.0 * 4096));
+    NEAR(r.mem.param, 4 * (8 * block + 32000.0 * 4096) + 2 * 8 * attn);
     /* the throughput: 468 TFLOP/s a GPU over 6N + 12 L C T FLOPs a token
      * (N the 12748.85M parameters a token's products use: config check's
      * active count less the token embedding's lookup), the count

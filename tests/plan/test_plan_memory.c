@@ -259,6 +259,21 @@ static const layout layouts[] = {
       "data.micro_batch=1", "model.recompute=selective", NULL},
      1,
      1},
+    /* a mixture of experts under bf16 activations: the dense halves'
+     * activations bf16, the sparse halves' float32 (their shared norm
+     * buffers with the experts' scratch); the experts' width under tp and
+     * sequence parallelism, and a llama with a dense block and full
+     * recomputation */
+    {"cuda_emu gpt moe bf16 tp2 sp",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.moe_experts=4", "model.moe_ffn_hidden=64",
+      "model.moe_shared_experts=1", "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
+     1,
+     1},
+    {"cuda_emu llama moe bf16 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "model.moe_experts=4",
+      "model.moe_every=2", "model.recompute=full", NULL},
+     1,
+     1},
     {"cuda_emu bf16 pp2 1f1b selective",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},

@@ -1,0 +1,97 @@
+/*
+ * A sparse block's MLP half under bf16 activations (plait_model.bf16):
+ * the block's attention half runs in bf16 as a dense block's does
+ * (gpt_bf16.c, llama_bf16.c), and the sparse half between the float32
+ * residual stream's rows as the float32 model runs it: its norm (ln_2,
+ * or the llama arch's post_attention_layernorm) in float32, the router,
+ * its logits and gates and the experts in float32 (moe.c). The boundary
+ * needs no conversion: the half reads res2 and writes the next block's
+ * input, both float32 in either model, and its backward reads and writes
+ * their float32 gradients (the bf16 copy of a gradient that sb.dres may
+ * hold is dropped: m->dres_of).
+ *
+ * The norm's float32 output over every row (gathered under sequence
+ * parallelism) is the router's and the experts' input; it is not kept in
+ * the slot: the forward writes it into a buffer every sparse block and
+ * slot shares, and the backward rebuilds it there from res2 with the
+ * forward's kernel (the same bits), as recompute.c rebuilds dropped parts;
+ * under recompute = full it then reruns the router and the experts from
+ * it (plait_moe_rerun), whose activations the slot did not keep.
+ * Its gradient lands in a second such buffer. Both are float32 [B·T,C],
+ * allocated at the first sparse forward and counted in the activation
+ * bytes (core/cost counts them as the experts' scratch). A sparse
+ * block's slot keeps the norm's statistics, not its output
+ * (model_slots.c).
+ */
+#include "device/device.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+/* The shared float32 norm output and its gradient, [B·T,C] each. */
+static plait_status buffers(plait_model *m) {
+    if (m->moe_bf16_mem) return PLAIT_OK;
+    const size_t n = (size_t)(m->B * m->T * m->C);
+    m->moe_bf16_mem = plait_device_alloc(2 * n * sizeof(float), "activations");
+    if (!m->moe_bf16_mem)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the sparse blocks' float32 norm buffers (%zu bytes)",
+                               2 * n * sizeof(float));
+    m->moe_bf16_bytes = 2 * n * sizeof(float);
+    m->act_bytes += m->moe_bf16_bytes;
+    return PLAIT_OK;
+}
+
+static float *ln_full(plait_model *m) { return m->moe_bf16_mem; }
+
+static float *dln_full(plait_model *m) { return m->moe_bf16_mem + m->B * m->T * m->C; }
+
+/* The sparse half's norm parameters (data or gradients): the gpt arch's
+ * ln_2 weight and bias, the llama arch's MLP norm weight (p[1] NULL). */
+static plait_status norm_params(plait_model *m, param_part part, int32_t layer, float **p) {
+    p[1] = NULL;
+    if (m->desc->is_llama)
+        return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, LP_MLP_NORM), 1, p);
+    return plait_model_tensors(m, part, layer, desc_block_param(m->desc, layer - 1, BP_LN2_W), 2, p);
+}
+
+/* The norm of this rank's rows of r, float32, its statistics into the
+ * slot's block, the output over every row into ln_full. */
+static plait_status norm_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, const char *where) {
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[2];
+    plait_status st = buffers(m);
+    if (st == PLAIT_OK && m->sp) st = plait_model_sp_scratch(m);
+    if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
+    if (st != PLAIT_OK) return st;
+    float *rows = plait_tp_local(m, ln_full(m));
+    if (m->desc->is_llama) m->k->rmsnorm_forward(rows, a->ln2_rstd, r, p[0], m->R, m->C, m->desc->norm_eps);
+    else m->k->layernorm_forward(rows, a->ln2_mean, a->ln2_rstd, r, p[0], p[1], m->R, m->C);
+    return plait_tp_gather(m, rows, ln_full(m), where, layer);
+}
+
+plait_status plait_moe_bf16_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
+    plait_status st = norm_forward(m, s, layer, r, "before the router");
+    return st != PLAIT_OK ? st : plait_moe_forward(m, s, layer, ln_full(m), r, y);
+}
+
+plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                          float *dr) {
+    const block_acts *a = &s->blocks[layer - 1];
+    float *p[2], *g[2];
+    plait_status st = norm_forward(m, s, layer, r, "before the router's weight gradient");
+    if (st == PLAIT_OK) st = norm_params(m, PARAM_GRAD, layer, g);
+    if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
+    /* recompute = full: the slot kept nothing of the experts (moe.c) */
+    if (st == PLAIT_OK && m->desc->recompute == PLAIT_RECOMPUTE_FULL) st = plait_moe_rerun(m, s, layer, ln_full(m));
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), dy, dln_full(m));
+    if (st != PLAIT_OK) return st;
+    /* dr = dy + the norm's input gradient, over this rank's rows */
+    norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);
+    if (m->desc->is_llama) {
+        m->k->rmsnorm_backward(dr, dy, ng.w, dln_full(m), r, p[0], a->ln2_rstd, m->R, m->C);
+    } else {
+        m->k->copy(dr, dy, (size_t)(m->R * m->C));
+        m->k->layernorm_backward(dr, ng.w, ng.b, dln_full(m), r, p[0], a->ln2_mean, a->ln2_rstd, m->R, m->C);
+    }
+    if (m->dres_of == dr) m->dres_of = NULL; /* sb.dres no longer holds dr's copy */
+    return plait_tp_norm_grads_sum(m, &ng, layer);
+}
