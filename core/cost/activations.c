@@ -277,11 +277,13 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
     /* the gates' gradients (N·k doubles), first; at ep > 1 each source's
      * gradients of the rank's E/ep experts, ep of them: E experts' worth
-     * (moe.c's ep_grad_floats); under bf16 activations the sparse halves'
+     * (moe.c's ep_grad_floats), and the held rows' output and input
+     * gradients, N·k rows of C each (moe.c's moe_held_grads, balanced as
+     * plait_cost_held_bytes); under bf16 activations the sparse halves'
      * float32 norm output and its gradient, shared likewise
      * (model/moe_bf16.c) */
     const double expert = moe->llama ? 3.0 * F * s->C : 2.0 * F * s->C + F + s->C;
-    const double grads = ep > 1 ? (double)moe->E * expert : 0;
+    const double grads = ep > 1 ? (double)moe->E * expert + 2 * Nk * s->C : 0;
     const double norm = s->bf16 ? 2 * N * s->C : 0;
     return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm);
 }
@@ -290,9 +292,10 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
-    /* the device rows, then the host head: moe.c's moe_held (88 bytes) and
-     * the E int32 row counts behind it */
-    return sizeof(float) * rows * (4.0 * s->C + acts * (double)moe->F) + 88 + sizeof(int32_t) * (double)moe->E;
+    /* the device rows (their gradients in the backward's scratch,
+     * plait_cost_moe_scratch_bytes), then the host head: moe.c's moe_held
+     * (72 bytes) and the E int32 row counts behind it */
+    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F) + 72 + sizeof(int32_t) * (double)moe->E;
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -159,10 +159,10 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
  * (model/moe.c's held rows, in the device's memory: each row's input and
- * output and the backward's gradients of both, C wide, its three F-wide
- * hidden tensors (two under selective), float32; in host memory the
- * block's 88-byte head and the E int32 row counts, as held_alloc
- * allocates them). Balanced
+ * output, C wide, its three F-wide hidden tensors (two under selective),
+ * float32; in host memory the block's 72-byte head and the E int32 row
+ * counts, as held_alloc allocates them; the rows' gradients are in the
+ * backward's scratch, plait_cost_moe_scratch_bytes). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
@@ -180,7 +180,8 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * the activation function's outputs), and the backward's
  * scratch all sparse blocks share (once a rank; at ep > 1 with each ep
  * source's gradients of the rank's experts: the Llama family's 3·F·C
- * floats an expert, the GPT's 2·F·C + F + C; under bf16 activations with
+ * floats an expert, the GPT's 2·F·C + F + C, and the held rows' output
+ * and input gradients, 2·C floats a row of B·T·k; under bf16 activations with
  * the sparse halves' float32 norm output and its gradient,
  * model/moe_bf16.c); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);

@@ -355,6 +355,11 @@ struct plait_model {
      * selective moe_rc holds the routed and shared experts' at ep 1 */
     float *moe_held_act;
     size_t moe_held_act_floats;
+    /* at ep > 1: the held rows' output and input gradients, [rows,C] each,
+     * one device buffer every block's backward shares (moe.c's ep_backward),
+     * grown to the largest block's rows */
+    float *moe_held_grads;
+    size_t moe_held_grads_floats;
     int64_t *moe_counts;   /* [n_layer·experts] tokens per block and expert */
     double moe_aux, moe_z; /* Σ over the sparse blocks' forwards of each loss's value */
     int64_t moe_dropped, moe_forwards;

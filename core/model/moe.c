@@ -396,11 +396,10 @@ typedef struct moe_held {
     /* in the slot's moe_held_dev block: */
     float *x, *y;     /* [rows,C] inputs, outputs */
     float *h, *u, *a; /* [rows,F] as moe_acts' */
-    float *dy, *dx;   /* [rows,C] the backward's output and input gradients */
 } moe_held;
-/* the planner counts a block's head as 88 bytes (cost/activations.c,
+/* the planner counts a block's head as 72 bytes (cost/activations.c,
  * plait_cost_held_bytes) */
-_Static_assert(sizeof(moe_held) == 88, "moe_held is not the 88 bytes plait_cost_held_bytes counts");
+_Static_assert(sizeof(moe_held) == 72, "moe_held is not the 72 bytes plait_cost_held_bytes counts");
 
 /* Row ranges of one trade: this rank's rows for (from) each ep rank. */
 typedef struct ep_ranges {
@@ -473,21 +472,29 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
     return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
 }
 
+/* A device buffer every sparse block shares, grown to `need` floats (at
+ * least 1) when it holds fewer: what it held is not kept, as no block
+ * reads another's contents. Counted in the model's act_bytes. */
+static plait_status shared_grow(plait_model *m, float **buf, size_t *floats, size_t need, const char *what) {
+    if (need <= *floats && *buf) return PLAIT_OK;
+    float *p = plait_device_alloc((need ? need : 1) * sizeof *p, "activations");
+    if (!p) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: %s", what);
+    plait_device_free(*buf);
+    m->act_bytes -= *floats * sizeof *p;
+    *buf = p;
+    *floats = need ? need : 1;
+    m->act_bytes += *floats * sizeof *p;
+    return PLAIT_OK;
+}
+
 /* recompute = selective (moe_dims.sel): the held rows' activation
  * function outputs (gpt u, llama a) in one device buffer every block
  * shares, grown to the largest block's rows (its contents are rebuilt
  * before each block's backward, so growing need not keep them). */
 static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
-    const size_t need = (size_t)(h->rows * d->F);
-    if (need > m->moe_held_act_floats || !m->moe_held_act) {
-        float *p = plait_device_alloc((need ? need : 1) * sizeof *p, "activations");
-        if (!p) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the held experts' activations");
-        plait_device_free(m->moe_held_act);
-        m->act_bytes -= m->moe_held_act_floats * sizeof *p;
-        m->moe_held_act = p;
-        m->moe_held_act_floats = need ? need : 1;
-        m->act_bytes += m->moe_held_act_floats * sizeof *p;
-    }
+    plait_status st = shared_grow(m, &m->moe_held_act, &m->moe_held_act_floats, (size_t)(h->rows * d->F),
+                                  "the held experts' activations");
+    if (st != PLAIT_OK) return st;
     if (d->nt == MOE_LLAMA_TENSORS) {
         h->a = m->moe_held_act;
         return PLAIT_OK;
@@ -535,7 +542,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         s->moe_held_bytes += h->bytes;
         m->act_bytes += h->bytes;
     }
-    const int64_t width = 4 * d->C + (d->sel ? 2 : 3) * d->F; /* x, y, dy, dx and h, u, a (d->sel: held_act) */
+    const int64_t width = 2 * d->C + (d->sel ? 2 : 3) * d->F; /* x, y and h, u, a (d->sel: held_act) */
     float **dev = &s->moe_held_dev[layer - 1];
     if (!*dev || h->cap < rows) {
         const size_t bytes = (size_t)((rows > 0 ? rows : 1) * width) * sizeof(float);
@@ -554,9 +561,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     h->rows = rows;
     h->x = *dev;
     h->y = h->x + rows * d->C;
-    h->dy = h->y + rows * d->C;
-    h->dx = h->dy + rows * d->C;
-    h->h = h->dx + rows * d->C;
+    h->h = h->y + rows * d->C;
     h->u = h->h + rows * d->F;
     h->a = h->u + rows * d->F;
     *out = h;
@@ -628,13 +633,18 @@ static plait_status ep_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (!h)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of %s's experts before their forward",
                                plait_model_layer_name(m, layer));
+    /* the held rows' output and input gradients [rows,C] each: live only
+     * in this call, so one buffer every block shares */
+    plait_status st = shared_grow(m, &m->moe_held_grads, &m->moe_held_grads_floats, (size_t)(2 * h->rows * C),
+                                  "the held experts' rows' gradients");
+    if (st != PLAIT_OK) return st;
     int64_t G = 0, part[MOE_GPT_TENSORS];
     for (int i = 0; i < d->nt; i++) part[i] = G, G += El * expert_floats(d, i);
-    float *dy = h->dy, *dx = h->dx, *gs = sc->grads;
+    float *dy = m->moe_held_grads, *dx = dy + h->rows * C, *gs = sc->grads;
     m->k->zero(gs, (size_t)(m->ep * G));
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
-    plait_status st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
+    st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
     int64_t at = 0;
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
         float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];

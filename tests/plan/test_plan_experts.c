@@ -106,13 +106,14 @@ static void test_ep_stages(void **state) {
     NEAR(two.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 4 + 4 * 4));
     NEAR(two.ep_bytes, 524352.0);
     NEAR(two.ep_msgs, 4 * 4.0);
-    /* the held rows: 256 rows of 4·64 (inputs, outputs and the backward's
-     * gradients of both) + 3·128 floats a block in device memory, its
-     * 88-byte head and 8 int32 counts in host memory, one micro-batch
-     * alive; and the backward's scratch for each ep source's gradients of
-     * the rank's experts, 8 experts' worth of 2·128·64 + 128 + 64 floats */
+    /* the held rows: 256 rows of 2·64 (inputs, outputs) + 3·128 floats a
+     * block in device memory, its 72-byte head and 8 int32 counts in host
+     * memory, one micro-batch alive; and the backward's scratch, once for
+     * all blocks: each ep source's gradients of the rank's experts, 8
+     * experts' worth of 2·128·64 + 128 + 64 floats, and the held rows'
+     * output and input gradients, 256 rows of 2·64 */
     NEAR(two.act_bytes - one.act_bytes,
-         4 * (4.0 * 256 * (4 * 64 + 3 * 128) + 88 + 4 * 8) + 4.0 * 8 * (2 * 128 * 64 + 128 + 64));
+         4 * (4.0 * 256 * (2 * 64 + 3 * 128) + 72 + 4 * 8) + 4.0 * 8 * (2 * 128 * 64 + 128 + 64) + 4.0 * 256 * 2 * 64);
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
