@@ -13,7 +13,9 @@
 #   continues bit for bit, under zero2 as saved and under zero1 keeping
 #   whole masters (the model's tensors and the losses);
 # - master = sharded on a float32 run, and on the cpu device (float32
-#   activations on a bf16 run), is refused, naming the key and why.
+#   activations on a bf16 run), is refused, naming the key and why, by
+#   plait train and by plait config check in the same words (which
+#   accepts it on the emulated GPU).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -24,6 +26,25 @@ train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads floa
 train_refused cpu_sharded "[optim.zero2] master = sharded: the model reads float32 weights on this run (its device or layout keeps float32 activations" \
   "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded \
   "run.out_dir=$E2E_WORK/cpu_sharded"
+# check_refused NAME EXPECTED ARGS...: plait config check refuses, printing
+# EXPECTED (before any rank starts: what train refuses, in its words)
+check_refused() {
+  local name=$1 want=$2; shift 2
+  if "$PLAIT_BIN" config check "$CFG" "$@" >"$E2E_WORK/$name.check" 2>&1; then
+    fail "$name: plait config check $* accepted it: $(tail -n 3 "$E2E_WORK/$name.check")"
+  fi
+  grep -qF -- "$want" "$E2E_WORK/$name.check" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.check")"
+}
+W="command line 'optim.zero1.master=sharded': [optim.zero1] master = sharded: the model reads float32 weights"
+check_refused fp32_sharded "$W on this run ([run] precision is not bf16)" "${A[@]}" run.precision=fp32 \
+  optim.plugin=zero1 optim.zero1.master=sharded
+grep -qF -- "$W" "$E2E_WORK/fp32_sharded.out" || fail "train and config check refuse fp32_sharded in other words"
+W="command line 'optim.zero2.master=sharded': [optim.zero2] master = sharded: the model reads float32 weights"
+check_refused cpu_sharded "$W on this run (its device or layout keeps float32 activations" \
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded
+grep -qF -- "$W" "$E2E_WORK/cpu_sharded.out" || fail "train and config check refuse cpu_sharded in other words"
+out=$("$PLAIT_BIN" config check "$CFG" "${A[@]}" optim.plugin=zero2 optim.zero2.master=sharded 2>&1) ||
+  fail "config check refused sharded masters on the emulated GPU, where train keeps them: $out"
 # both: MODEL STAGE GATHER, the two runs side by side, then compared
 both() {
   local n=$1_$2_$3
