@@ -12,6 +12,9 @@
 # - a run resumed from its checkpoint (which holds the float32 slices)
 #   continues bit for bit, under zero2 as saved and under zero1 keeping
 #   whole masters (the model's tensors and the losses);
+# - its checkpoint exports (hf and nanogpt) to the bytes of the whole-master
+#   run's, and resumed at dp 1 and dp 4 gives the bits of the whole-master
+#   checkpoint resumed so;
 # - master = sharded on a float32 run, and on the cpu device (float32
 #   activations on a bf16 run), is refused, naming the key and why, by
 #   plait train and by plait config check in the same words (which
@@ -67,7 +70,20 @@ B=("${A[@]}" optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=2)
 train straight "${B[@]}" run.steps=4 &
 train split "${B[@]}" run.steps=2 &
 joined
-cp -r "$E2E_WORK/split" "$E2E_WORK/split_whole"
+train split_w "${B[@]}" optim.zero2.master=whole run.steps=2
+# exported, its float32 slices are whole masters' bytes
+for f in hf nanogpt; do
+  for n in split split_w; do
+    "$PLAIT_BIN" export "$E2E_WORK/$n" --format $f --out "$E2E_WORK/ex_${n}_$f" >"$E2E_WORK/ex_${n}_$f.out" 2>&1 ||
+      fail "plait export --format $f of $n failed: $(tail -n 3 "$E2E_WORK/ex_${n}_$f.out")"
+  done
+  for x in model.safetensors config.json; do
+    cmp "$E2E_WORK/ex_split_$f/$x" "$E2E_WORK/ex_split_w_$f/$x" ||
+      fail "plait export --format $f: $x of sharded masters differs from that of whole ones"
+  done
+done
+for n in split_whole split_dp1 split_dp4; do cp -r "$E2E_WORK/split" "$E2E_WORK/$n"; done
+for n in split_w_dp1 split_w_dp4; do cp -r "$E2E_WORK/split_w" "$E2E_WORK/$n"; done
 train split "${B[@]}" run.steps=4 --resume &
 # and under another optimizer keeping whole masters (the same bits, above)
 train split_whole "${A[@]}" optim.plugin=zero1 optim.zero1.param_gather=bf16 optim.zero1.master=whole \
@@ -76,6 +92,14 @@ joined
 same_params straight split bits
 same_params straight split_whole 0 model
 same_losses straight split_whole 0
+# resumed at dp 1 and dp 4, the bits of whole masters resumed so
+for dp in 1 4; do
+  train split_dp$dp "${B[@]}" parallel.dp=$dp run.steps=4 --resume &
+  train split_w_dp$dp "${B[@]}" optim.zero2.master=whole parallel.dp=$dp run.steps=4 --resume &
+  joined
+  same_params split_w_dp$dp split_dp$dp bits
+  same_losses split_w_dp$dp split_dp$dp 0
+done
 export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
 both llama zero1 bf16
 both llama zero2 bf16
