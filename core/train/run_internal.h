@@ -54,7 +54,7 @@ plait_status plait_run_alloc_storage(plait_run *run);
  * keep float32 masters sharded (PLAIT_OPTIM_SHARDS_MASTERS) and its
  * [optim.zeroN] master, the bf16 copies it fills instead of the model
  * (params.weight_copy). Refuses master = sharded where the model reads
- * float32 weights, naming the key and why. */
+ * float32 weights, naming the key and why (plait_check_masters). */
 plait_status plait_run_keep_masters(plait_run *run);
 
 /* Data (run_data.c). */

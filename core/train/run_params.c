@@ -14,6 +14,7 @@
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "train/masters.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
@@ -65,33 +66,13 @@ plait_status plait_run_build_params(plait_run *run) {
 
 
 
-/* The choices of [optim.zeroN] master, in the order the plugins declare them. */
-enum { MASTER_AUTO, MASTER_SHARDED, MASTER_WHOLE };
-
-/* The rule in one place (which optimizer, which key, which run), each
- * refusal's reason beside it (run_internal.h). */
+/* Which masters the optimizer keeps sharded is plait_check_masters' rule
+ * (masters.h, shared with `plait config check`); here, the copies. */
 plait_status plait_run_keep_masters(plait_run *run) {
-    if (!(run->optim.flags & PLAIT_OPTIM_SHARDS_MASTERS)) return PLAIT_OK;
-    const char *name = plait_config_str(run->cfg, "optim", "plugin");
-    char section[64];
-    snprintf(section, sizeof section, "optim.%s", name);
-    plait_value v;
-    plait_status st = plait_config_get(run->cfg, section, "master", &v);
-    if (st != PLAIT_OK) return st;
-    if (v.i == MASTER_WHOLE) return PLAIT_OK;
-    /* Only where the products read bf16 copies is there a whole copy to
-     * gather into; elsewhere the float32 weights are what the model reads. */
-    if (!plait_model_bf16_activations(run->model.instance)) {
-        if (v.i == MASTER_AUTO) return PLAIT_OK;
-        const int bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16;
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[%s] master = sharded: the model reads float32 weights on this run (%s), so no "
-                               "bf16 copy holds them whole; use master = auto (sharded where it applies) or whole",
-                               section,
-                               bf16 ? "its device or layout keeps float32 activations: the cpu device, context "
-                                      "parallelism or a mixture of experts"
-                                    : "[run] precision is not bf16");
-    }
+    int sharded = 0;
+    plait_status st = plait_check_masters(run->cfg, run->optim.flags, plait_model_bf16_activations(run->model.instance),
+                                          &sharded);
+    if (st != PLAIT_OK || !sharded) return st;
     /* A group of one keeps the whole master whichever way. */
     if ((int64_t)run->world.mesh.dp * (run->world.mesh.cp > 1 ? run->world.mesh.cp : 1) < 2) return PLAIT_OK;
     const int32_t n = run->params.set.n_params;

@@ -12,8 +12,13 @@
 # - a run resumed from its checkpoint (which holds the float32 slices)
 #   continues bit for bit, under zero2 as saved and under zero1 keeping
 #   whole masters (the model's tensors and the losses);
+# - its checkpoint exports (hf and nanogpt) to the bytes of the whole-master
+#   run's, and resumed at dp 1 and dp 4 gives the bits of the whole-master
+#   checkpoint resumed so;
 # - master = sharded on a float32 run, and on the cpu device (float32
-#   activations on a bf16 run), is refused, naming the key and why.
+#   activations on a bf16 run), is refused, naming the key and why, by
+#   plait train and by plait config check in the same words (which
+#   accepts it on the emulated GPU).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -24,6 +29,25 @@ train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads floa
 train_refused cpu_sharded "[optim.zero2] master = sharded: the model reads float32 weights on this run (its device or layout keeps float32 activations" \
   "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded \
   "run.out_dir=$E2E_WORK/cpu_sharded"
+# check_refused NAME EXPECTED ARGS...: plait config check refuses, printing
+# EXPECTED (before any rank starts: what train refuses, in its words)
+check_refused() {
+  local name=$1 want=$2; shift 2
+  if "$PLAIT_BIN" config check "$CFG" "$@" >"$E2E_WORK/$name.check" 2>&1; then
+    fail "$name: plait config check $* accepted it: $(tail -n 3 "$E2E_WORK/$name.check")"
+  fi
+  grep -qF -- "$want" "$E2E_WORK/$name.check" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.check")"
+}
+W="command line 'optim.zero1.master=sharded': [optim.zero1] master = sharded: the model reads float32 weights"
+check_refused fp32_sharded "$W on this run ([run] precision is not bf16)" "${A[@]}" run.precision=fp32 \
+  optim.plugin=zero1 optim.zero1.master=sharded
+grep -qF -- "$W" "$E2E_WORK/fp32_sharded.out" || fail "train and config check refuse fp32_sharded in other words"
+W="command line 'optim.zero2.master=sharded': [optim.zero2] master = sharded: the model reads float32 weights"
+check_refused cpu_sharded "$W on this run (its device or layout keeps float32 activations" \
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded
+grep -qF -- "$W" "$E2E_WORK/cpu_sharded.out" || fail "train and config check refuse cpu_sharded in other words"
+out=$("$PLAIT_BIN" config check "$CFG" "${A[@]}" optim.plugin=zero2 optim.zero2.master=sharded 2>&1) ||
+  fail "config check refused sharded masters on the emulated GPU, where train keeps them: $out"
 # both: MODEL STAGE GATHER, the two runs side by side, then compared
 both() {
   local n=$1_$2_$3
@@ -46,7 +70,20 @@ B=("${A[@]}" optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=2)
 train straight "${B[@]}" run.steps=4 &
 train split "${B[@]}" run.steps=2 &
 joined
-cp -r "$E2E_WORK/split" "$E2E_WORK/split_whole"
+train split_w "${B[@]}" optim.zero2.master=whole run.steps=2
+# exported, its float32 slices are whole masters' bytes
+for f in hf nanogpt; do
+  for n in split split_w; do
+    "$PLAIT_BIN" export "$E2E_WORK/$n" --format $f --out "$E2E_WORK/ex_${n}_$f" >"$E2E_WORK/ex_${n}_$f.out" 2>&1 ||
+      fail "plait export --format $f of $n failed: $(tail -n 3 "$E2E_WORK/ex_${n}_$f.out")"
+  done
+  for x in model.safetensors config.json; do
+    cmp "$E2E_WORK/ex_split_$f/$x" "$E2E_WORK/ex_split_w_$f/$x" ||
+      fail "plait export --format $f: $x of sharded masters differs from that of whole ones"
+  done
+done
+for n in split_whole split_dp1 split_dp4; do cp -r "$E2E_WORK/split" "$E2E_WORK/$n"; done
+for n in split_w_dp1 split_w_dp4; do cp -r "$E2E_WORK/split_w" "$E2E_WORK/$n"; done
 train split "${B[@]}" run.steps=4 --resume &
 # and under another optimizer keeping whole masters (the same bits, above)
 train split_whole "${A[@]}" optim.plugin=zero1 optim.zero1.param_gather=bf16 optim.zero1.master=whole \
@@ -55,6 +92,14 @@ joined
 same_params straight split bits
 same_params straight split_whole 0 model
 same_losses straight split_whole 0
+# resumed at dp 1 and dp 4, the bits of whole masters resumed so
+for dp in 1 4; do
+  train split_dp$dp "${B[@]}" parallel.dp=$dp run.steps=4 --resume &
+  train split_w_dp$dp "${B[@]}" optim.zero2.master=whole parallel.dp=$dp run.steps=4 --resume &
+  joined
+  same_params split_w_dp$dp split_dp$dp bits
+  same_losses split_w_dp$dp split_dp$dp 0
+done
 export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
 both llama zero1 bf16
 both llama zero2 bf16
