@@ -217,16 +217,39 @@ static void test_params_read_ahead(void **state) {
     if (ahead == 0 || ahead > fetches)
         fail_msg("%s: %llu of %llu parameter fetches read ahead; the gathers after the first should be:\n%s", out,
                  ahead, fetches, text);
-    /* step 3's first read ahead fails */
-    const char *bin = getenv("PLAIT_BIN");
+    /* turned off, no fetch is read ahead, and a bogus value is refused */
+    setenv("PLAIT_LOG_LEVEL", "warn,zero3=info", 1);
+    setenv("PLAIT_OFFLOAD_READ_AHEAD", "off", 1);
+    snprintf(out, sizeof out, "%s/read-ahead-off", dir);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=2", "optim.plugin=zero3", "optim.offload=nvme",
+             "optim.offload_params=true", disk, (char *)NULL);
+    setenv("PLAIT_LOG_LEVEL", "warn", 1);
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, text, sizeof text);
+    if (!strstr(text, "offload: 0 of "))
+        fail_msg("%s: PLAIT_OFFLOAD_READ_AHEAD = off still read ahead:\n%s", out, text);
+    setenv("PLAIT_OFFLOAD_READ_AHEAD", "sometimes", 1);
+    snprintf(out, sizeof out, "%s/read-ahead-bogus", dir);
     char cmd[9000];
+    const char *bin = getenv("PLAIT_BIN");
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 '%s' train '%s' run.out_dir='%s' run.steps=1 optim.plugin=zero3 optim.offload=nvme "
+             "optim.offload_params=true %s > '%s.log' 2>&1",
+             bin, ini, out, disk, out);
+    int rc = system(cmd);
+    unsetenv("PLAIT_OFFLOAD_READ_AHEAD");
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, text, sizeof text);
+    if (rc == 0 || !strstr(text, "PLAIT_OFFLOAD_READ_AHEAD = sometimes: use on"))
+        fail_msg("PLAIT_OFFLOAD_READ_AHEAD = sometimes was not refused naming it:\n%s", text);
+    /* step 3's first read ahead fails */
     snprintf(out, sizeof out, "%s/read-ahead-fails", dir);
     snprintf(cmd, sizeof cmd,
              "PLAIT_FAULT_OFFLOAD_READ=3 timeout 120 '%s' train '%s' run.out_dir='%s' run.deterministic=true "
              "run.steps=4 run.ckpt_every=2 optim.plugin=zero3 optim.offload=nvme optim.offload_params=true %s > "
              "'%s.log' 2>&1",
              bin, ini, out, disk, out);
-    int rc = system(cmd);
+    rc = system(cmd);
     snprintf(log, sizeof log, "%s.log", out);
     zt_tail(log, text, sizeof text);
     if (rc == 0) fail_msg("the run whose read ahead fails succeeded:\n%s", text);

@@ -424,6 +424,15 @@ static void prefetch_drop(optim_offload *o) {
 
 plait_status optim_offload_prefetch_room(optim_offload *o, size_t count) {
     if (!o || o->cfg.mode != PLAIT_OFFLOAD_NVME || o->n_arr < 3 || count == 0) return PLAIT_OK;
+    /* off: every gather reads its slice itself, for a comparison */
+    const char *want = getenv("PLAIT_OFFLOAD_READ_AHEAD");
+    if (!want || !*want) want = "on";
+    if (strcmp(want, "off") == 0) return PLAIT_OK;
+    if (strcmp(want, "on") != 0)
+        return o->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                  "%s: PLAIT_OFFLOAD_READ_AHEAD = %s: use on (the default: each layer's parameter "
+                                  "slices read from offload_path one layer ahead of its gather) or off",
+                                  o->who, want);
     o->pf_buf = alloc_host(o->host, count * sizeof(float), "offload parameter read-ahead");
     if (!o->pf_buf) return PLAIT_ERR_NO_MEMORY;
     o->pf_cap = count;

@@ -70,7 +70,9 @@ plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *
  * only. A hint: a slice that does not fit is not read ahead, a full room
  * of slices nobody fetched is dropped, and a step or a load, which rewrite
  * the parameters, drop every slice first. A failed read is reported by the
- * fetch that consumes it, naming the step, the elements and the file. */
+ * fetch that consumes it, naming the step, the elements and the file.
+ * PLAIT_OFFLOAD_READ_AHEAD = off leaves the room out (no reads ahead);
+ * prefetch_room refuses a value other than on or off. */
 plait_status optim_offload_prefetch_room(optim_offload *o, size_t count);
 void optim_offload_prefetch(optim_offload *o, size_t at, size_t count);
 
