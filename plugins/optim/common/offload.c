@@ -17,6 +17,11 @@
  * io_uring (required: a refusal where it cannot be made) or threads.
  * PLAIT_OFFLOAD_ISA chooses the host AdamW's vectors the same way
  * (offload_adamw.c), where the update runs there (a device of its own).
+ *
+ * ZeRO-3's parameter slices (offload_params) are read ahead of their
+ * gathers into a room of their own through the same I/O, never beside a
+ * step's transfers: the step waits for them and forgets them first, since
+ * it rewrites what they read.
  */
 #include "offload.h"
 
