@@ -63,7 +63,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         if (j->offload_params && j->zero >= 3) { /* ZeRO-3's float32 shards go with them */
             out->param -= b.weight * shard;
             if (j->offload == 1) out->host_state += b.weight * shard;
-            else out->disk += b.weight * shard;
+            else {
+                out->disk += b.weight * shard;
+                /* and the largest layer's slice read ahead of its gather
+                 * (plugins/optim/common/offload.h) */
+                out->host_state += b.weight * r->largest_layer_numel / n;
+            }
         }
     }
     out->activations = r->act_bytes;

@@ -10,7 +10,8 @@
 #     wrote them, and the updated parameters reach the device before the
 #     next forward; and ZeRO-3 on one rank with offload = host and
 #     offload_params (the parameter shards in host memory, each layer's
-#     slices copied to the device for its gather). offload = host's copies
+#     slices copied to the device for its gather), and with nvme (the
+#     slices read from disk one layer ahead of their gathers). offload = host's copies
 #     on the communication stream (adam on one rank: from each layer's
 #     after_backward) give the synchronous path's bits
 #     (PLAIT_OFFLOAD_COPY=sync), and go wrong with the sim's event waits
@@ -87,6 +88,14 @@ train zero3-params "${D[@]}" optim.plugin=zero3 optim.offload=host optim.offload
 same_losses adam-none zero3-params 0
 same_params adam-none zero3-params bits
 echo "zero3 dp 1 offload=host offload_params on $DEV: bit-identical to adam without offload"
+# with them on disk, each layer's slices read ahead into host memory and
+# copied to the device from there at its gather
+if [ "$DEV" = sim ]; then
+  train zero3-params-nvme "${D[@]}" optim.plugin=zero3 optim.offload=nvme optim.offload_params=true
+  same_losses adam-none zero3-params-nvme 0
+  same_params adam-none zero3-params-nvme bits
+  echo "zero3 dp 1 offload=nvme offload_params on $DEV: bit-identical to adam without offload"
+fi
 
 # With adam the copies back of step 1's updated parameters run beside step
 # 2's forward, each layer's forward waiting for its own. On the emulator,

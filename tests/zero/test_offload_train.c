@@ -5,7 +5,9 @@
  * checkpoint files), ZeRO-3 with its parameter shards on disk too
  * (offload_params) at dp 2 and at dp 1, and resumes with and without offload either way. A
  * disk that fails mid-run (PLAIT_FAULT_OFFLOAD_WRITE) ends the run naming
- * the step and the file, with the earlier checkpoint intact. The disk's
+ * the step and the file, with the earlier checkpoint intact. ZeRO-3's
+ * gathers read the parameter slices ahead, and a read ahead that fails
+ * (PLAIT_FAULT_OFFLOAD_READ) names the step and the file. The disk's
  * reads and writes go through io_uring where it works here, and a run with
  * the threads forced (PLAIT_OFFLOAD_IO=threads) is bit-identical too; each
  * run's log says which it used. The buffer is 64 KiB, so every step
@@ -188,12 +190,80 @@ static void test_disk_failure_mid_run(void **state) {
     assert_int_not_equal(access(later, F_OK), 0);
 }
 
+/* With the parameter slices on disk, the gathers read them ahead: rank 0's
+ * log counts the fetches that found their slice read ahead, and a read
+ * ahead that fails ends the run naming the step, the error and the file,
+ * with the earlier checkpoint intact. */
+static void test_params_read_ahead(void **state) {
+    (void)state;
+    char ref[4300], out[4300], log[4400], text[3001];
+    snprintf(ref, sizeof ref, "%s/ref", dir); /* test_nvme_bit_identical's */
+    snprintf(out, sizeof out, "%s/read-ahead", dir);
+    setenv("PLAIT_LOG_LEVEL", "warn,zero3=info", 1);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "optim.plugin=zero3",
+             "optim.offload=nvme", "optim.offload_params=true", disk, (char *)NULL);
+    setenv("PLAIT_LOG_LEVEL", "warn", 1);
+    assert_same_losses(out, ref, 4);
+    zt_assert_same_ckpt(out, ref, 4);
+    snprintf(log, sizeof log, "%s.log", out);
+    char *all = zt_slurp(log);
+    const char *line = strstr(all, "offload: ");
+    unsigned long long ahead = 0, fetches = 0;
+    while (line && sscanf(line, "offload: %llu of %llu parameter fetches were read ahead", &ahead, &fetches) != 2)
+        line = strstr(line + 1, "offload: ");
+    free(all);
+    zt_tail(log, text, sizeof text);
+    if (!line) fail_msg("%s: the log does not count the fetches read ahead:\n%s", out, text);
+    if (ahead == 0 || ahead > fetches)
+        fail_msg("%s: %llu of %llu parameter fetches read ahead; the gathers after the first should be:\n%s", out,
+                 ahead, fetches, text);
+    /* turned off, no fetch is read ahead, and a bogus value is refused */
+    setenv("PLAIT_LOG_LEVEL", "warn,zero3=info", 1);
+    setenv("PLAIT_OFFLOAD_READ_AHEAD", "off", 1);
+    snprintf(out, sizeof out, "%s/read-ahead-off", dir);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=2", "optim.plugin=zero3", "optim.offload=nvme",
+             "optim.offload_params=true", disk, (char *)NULL);
+    setenv("PLAIT_LOG_LEVEL", "warn", 1);
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, text, sizeof text);
+    if (!strstr(text, "offload: 0 of "))
+        fail_msg("%s: PLAIT_OFFLOAD_READ_AHEAD = off still read ahead:\n%s", out, text);
+    setenv("PLAIT_OFFLOAD_READ_AHEAD", "sometimes", 1);
+    snprintf(out, sizeof out, "%s/read-ahead-bogus", dir);
+    char cmd[9000];
+    const char *bin = getenv("PLAIT_BIN");
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 '%s' train '%s' run.out_dir='%s' run.steps=1 optim.plugin=zero3 optim.offload=nvme "
+             "optim.offload_params=true %s > '%s.log' 2>&1",
+             bin, ini, out, disk, out);
+    int rc = system(cmd);
+    unsetenv("PLAIT_OFFLOAD_READ_AHEAD");
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, text, sizeof text);
+    if (rc == 0 || !strstr(text, "PLAIT_OFFLOAD_READ_AHEAD = sometimes: use on"))
+        fail_msg("PLAIT_OFFLOAD_READ_AHEAD = sometimes was not refused naming it:\n%s", text);
+    /* step 3's first read ahead fails */
+    snprintf(out, sizeof out, "%s/read-ahead-fails", dir);
+    snprintf(cmd, sizeof cmd,
+             "PLAIT_FAULT_OFFLOAD_READ=3 timeout 120 '%s' train '%s' run.out_dir='%s' run.deterministic=true "
+             "run.steps=4 run.ckpt_every=2 optim.plugin=zero3 optim.offload=nvme optim.offload_params=true %s > "
+             "'%s.log' 2>&1",
+             bin, ini, out, disk, out);
+    rc = system(cmd);
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, text, sizeof text);
+    if (rc == 0) fail_msg("the run whose read ahead fails succeeded:\n%s", text);
+    if (!strstr(text, "step 3") || !strstr(text, "read ahead") || !strstr(text, "Input/output error") ||
+        !strstr(text, "plait-zero3-state"))
+        fail_msg("the failed read does not name the step, the error and the file:\n%s", text);
+    zt_assert_same_ckpt(out, ref, 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nvme_bit_identical),
-        cmocka_unit_test(test_io_paths),
-        cmocka_unit_test(test_resume_across_offload),
-        cmocka_unit_test(test_disk_failure_mid_run),
+        cmocka_unit_test(test_nvme_bit_identical),    cmocka_unit_test(test_io_paths),
+        cmocka_unit_test(test_resume_across_offload), cmocka_unit_test(test_disk_failure_mid_run),
+        cmocka_unit_test(test_params_read_ahead),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

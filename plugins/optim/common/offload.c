@@ -17,6 +17,11 @@
  * io_uring (required: a refusal where it cannot be made) or threads.
  * PLAIT_OFFLOAD_ISA chooses the host AdamW's vectors the same way
  * (offload_adamw.c), where the update runs there (a device of its own).
+ *
+ * ZeRO-3's parameter slices (offload_params) are read ahead of their
+ * gathers into a room of their own through the same I/O, never beside a
+ * step's transfers: the step waits for them and forgets them first, since
+ * it rewrites what they read.
  */
 #include "offload.h"
 
@@ -36,6 +41,19 @@
 #define ALIGN_BYTES 4096u
 #define ALIGN_FLOATS (ALIGN_BYTES / sizeof(float))
 #define TMPFS_MAGIC_ 0x01021994
+
+/* At most this many parameter slices read ahead at once: with the step's
+ * requests never in flight beside them (the step drops them first), the
+ * ring's depth holds them and a synchronous read. */
+#define PF_MAX 16
+
+/* One parameter slice read ahead: elements [at, at + count) of the
+ * parameter array into pf_buf + buf_off. */
+struct pf_entry {
+    size_t at, count, buf_off;
+    int live;        /* read or being read, not yet fetched */
+    offload_req req; /* the pool or the ring holds its address: never moved while live */
+};
 
 /* A piece's place in the step's update order. */
 struct piece_rank {
@@ -71,10 +89,16 @@ struct optim_offload {
     size_t slot_c0[3]; /* the first element of the chunk each slot last held */
     offload_io *io;
     double waited;       /* seconds the steps blocked on the disk */
-    double fetch_waited; /* seconds the parameter fetches read the disk */
+    double fetch_waited; /* seconds the parameter fetches waited for the disk */
     double stepping;     /* seconds inside optim_offload_step */
     uint64_t bytes_read, bytes_written;
     int64_t steps;
+    /* parameter slices read ahead of their fetch (optim_offload_prefetch) */
+    float *pf_buf;
+    size_t pf_cap, pf_used; /* floats */
+    struct pf_entry pf[PF_MAX];
+    int n_pf; /* live entries */
+    uint64_t fetches, pf_started, pf_hits, pf_dropped;
 };
 
 static void *alloc_host(const plait_host *host, size_t bytes, const char *tag) {
@@ -86,19 +110,27 @@ static void *alloc_host(const plait_host *host, size_t bytes, const char *tag) {
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+static void prefetch_drop(optim_offload *o);
+
 void optim_offload_close(optim_offload *o) {
     if (!o) return;
     const plait_host *h = o->host;
     if (o->steps > 0 && o->cfg.mode == PLAIT_OFFLOAD_NVME)
         h->log(PLAIT_LOG_INFO, o->who,
                "offload: %lld step(s) streamed %.3f GB in and %.3f GB out of %s; the updates took %.3f s, of which "
-               "%.3f s waiting for the disk; the parameter fetches read it for %.3f s",
+               "%.3f s waiting for the disk; the parameter fetches waited for it %.3f s",
                (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
                o->waited, o->fetch_waited);
-    else if (o->steps > 0 && o->on_device)
+    if (o->fetches > 0 && o->cfg.mode == PLAIT_OFFLOAD_NVME)
+        h->log(PLAIT_LOG_INFO, o->who,
+               "offload: %llu of %llu parameter fetches were read ahead (%llu reads started, %llu dropped unused)",
+               (unsigned long long)o->pf_hits, (unsigned long long)o->fetches, (unsigned long long)o->pf_started,
+               (unsigned long long)o->pf_dropped);
+    if (o->steps > 0 && o->on_device && o->cfg.mode != PLAIT_OFFLOAD_NVME)
         h->log(PLAIT_LOG_INFO, o->who, "offload: %lld step(s) updated in host memory (%s, %d thread(s)) in %.3f s",
                (long long)o->steps, optim_host_isa_name(o->isa), o->threads, o->stepping);
     if (o->io) {
+        prefetch_drop(o);
         for (int s = 0; s < 3; s++)
             for (int k = 0; k < o->n_arr; k++) {
                 offload_io_wait(o->io, &o->rd[s][k]);
@@ -110,6 +142,7 @@ void optim_offload_close(optim_offload *o) {
     if (o->fd_plain >= 0) close(o->fd_plain);
     for (int s = 0; s < 3; s++) h->free(o->slot[s]);
     for (int k = 0; k < 3; k++) h->free(o->arr[k]);
+    h->free(o->pf_buf);
     h->free(o->stage_p);
     h->free(o->stage_g);
     offload_copy_close(o->copy);
@@ -337,6 +370,7 @@ int optim_offload_load(optim_offload *o, int which, size_t at, const plait_value
         if (st == PLAIT_ERR_UNSUPPORTED) memset(dst, 0, count * sizeof(float));
         return st == PLAIT_OK ? 1 : st == PLAIT_ERR_UNSUPPORTED ? 0 : -1;
     }
+    prefetch_drop(o); /* this load may rewrite slices read ahead */
     float *buf = o->slot[0];
     size_t cap = (size_t)o->n_arr * o->chunk;
     int got = -2;
@@ -361,12 +395,106 @@ plait_status optim_offload_get(optim_offload *o, int which, size_t at, float *ds
     return file_io(o, 0, which, at, dst, count);
 }
 
+/* PLAIT_FAULT_OFFLOAD_READ=S: the first parameter slice read ahead in
+ * step S (1-based: the forward and backward before update S) fails with
+ * EIO, so tests can make the file unreadable mid-run. */
+static int injected_read_failure(const optim_offload *o) {
+    static int fired;
+    const char *s = getenv("PLAIT_FAULT_OFFLOAD_READ");
+    if (fired || !s || !*s || strtoll(s, NULL, 10) != o->steps + 1) return 0;
+    fired = 1;
+    return 1;
+}
+
+static plait_status ahead_failed(optim_offload *o, size_t at, size_t count, int err) {
+    return o->host->set_error(PLAIT_ERR_SYSTEM,
+                              "%s: step %lld: reading the parameter slice (elements %zu to %zu) read ahead from %s: "
+                              "%s; the step cannot gather its layer, resume from the last checkpoint",
+                              o->who, (long long)o->steps + 1, at, at + count, o->path, strerror(err));
+}
+
+/* Wait for every slice still being read ahead and forget them: before the
+ * parameters are written (a step, a load), which would make them stale,
+ * and when the room is full of predictions nobody fetched. */
+static void prefetch_drop(optim_offload *o) {
+    for (int i = 0; i < PF_MAX; i++)
+        if (o->pf[i].live) {
+            offload_io_wait(o->io, &o->pf[i].req);
+            o->pf[i].live = 0;
+            o->pf_dropped++;
+        }
+    o->n_pf = 0;
+    o->pf_used = 0;
+}
+
+plait_status optim_offload_prefetch_room(optim_offload *o, size_t count) {
+    if (!o || o->cfg.mode != PLAIT_OFFLOAD_NVME || o->n_arr < 3 || count == 0) return PLAIT_OK;
+    /* off: every gather reads its slice itself, for a comparison */
+    const char *want = getenv("PLAIT_OFFLOAD_READ_AHEAD");
+    if (!want || !*want) want = "on";
+    if (strcmp(want, "off") == 0) return PLAIT_OK;
+    if (strcmp(want, "on") != 0)
+        return o->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                  "%s: PLAIT_OFFLOAD_READ_AHEAD = %s: use on (the default: each layer's parameter "
+                                  "slices read from offload_path one layer ahead of its gather) or off",
+                                  o->who, want);
+    o->pf_buf = alloc_host(o->host, count * sizeof(float), "offload parameter read-ahead");
+    if (!o->pf_buf) return PLAIT_ERR_NO_MEMORY;
+    o->pf_cap = count;
+    return PLAIT_OK;
+}
+
+void optim_offload_prefetch(optim_offload *o, size_t at, size_t count) {
+    if (!o || !o->pf_buf || count == 0 || count > o->pf_cap) return;
+    int free_at = -1;
+    for (int i = 0; i < PF_MAX; i++) {
+        if (o->pf[i].live && o->pf[i].at == at && o->pf[i].count == count) return; /* already on its way */
+        if (!o->pf[i].live && free_at < 0) free_at = i;
+    }
+    if (free_at < 0 || o->pf_used + count > o->pf_cap) prefetch_drop(o), free_at = 0;
+    struct pf_entry *e = &o->pf[free_at];
+    o->n_pf++;
+    e->live = 1, e->at = at, e->count = count, e->buf_off = o->pf_used;
+    o->pf_used += count;
+    /* the buffered descriptor: a slice starts at any element */
+    e->req = (offload_req){.fd = o->fd_plain,
+                           .buf = o->pf_buf + e->buf_off,
+                           .bytes = count * sizeof(float),
+                           .off = (off_t)(2 * o->region + at * sizeof(float))};
+    o->pf_started++;
+    if (injected_read_failure(o)) {
+        e->req.done = 1;
+        e->req.err = EIO;
+        return;
+    }
+    offload_io_submit(o->io, &e->req);
+}
+
+/* The slice read ahead into host memory, waited for, copied to `dst` and
+ * forgotten; 0 when it was not read ahead. */
+static int fetch_ahead(optim_offload *o, size_t at, float *dst, size_t count, plait_status *st) {
+    int i = 0;
+    while (i < PF_MAX && !(o->pf[i].live && o->pf[i].at == at && o->pf[i].count == count)) i++;
+    if (i == PF_MAX) return 0;
+    const plait_host *h = o->host;
+    double t0 = h->now();
+    int err = offload_io_wait(o->io, &o->pf[i].req);
+    o->fetch_waited += h->now() - t0;
+    o->pf_hits++;
+    *st = err ? ahead_failed(o, at, count, err) : plait_tensor_from_host(h, dst, o->pf_buf + o->pf[i].buf_off, count);
+    o->pf[i].live = 0;
+    if (--o->n_pf == 0) o->pf_used = 0; /* every slice fetched: the room is free again */
+    return 1;
+}
+
 plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *dst, size_t count) {
     const plait_host *h = o->host;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return plait_tensor_from_host(h, dst, o->arr[which] + at, count);
+    o->fetches++;
+    plait_status st = PLAIT_OK;
+    if (which == 2 && fetch_ahead(o, at, dst, count, &st)) return st;
     float *buf = o->slot[0]; /* no step is running: the slots are free */
     size_t cap = (size_t)o->n_arr * o->chunk;
-    plait_status st = PLAIT_OK;
     for (size_t done = 0; done < count && st == PLAIT_OK; done += cap) {
         size_t n = count - done < cap ? count - done : cap;
         double t0 = h->now();
@@ -610,6 +738,7 @@ static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, si
 plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
                                 const plait_adamw_args *in, int64_t step) {
     double t0 = o->host->now();
+    prefetch_drop(o); /* the step rewrites the slices read ahead */
     plait_status st = step_all(o, segs, n_segs, in, step);
     o->stepping += o->host->now() - t0;
     o->steps++;
@@ -618,9 +747,10 @@ plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs,
 
 uint64_t optim_offload_host_bytes(const optim_offload *o) {
     if (!o) return 0;
-    uint64_t b = o->copy        ? (o->n_arr > 2 ? 1 : 2) * (uint64_t)o->numel * sizeof(float)
-                 : o->on_device ? 2 * o->chunk * sizeof(float)
-                                : 0;
+    uint64_t b = (uint64_t)o->pf_cap * sizeof(float);
+    b += o->copy        ? (o->n_arr > 2 ? 1 : 2) * (uint64_t)o->numel * sizeof(float)
+         : o->on_device ? 2 * o->chunk * sizeof(float)
+                        : 0;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return b + (uint64_t)o->n_arr * o->numel * sizeof(float);
     return b + 3 * (uint64_t)o->n_arr * o->chunk * sizeof(float);
 }

@@ -60,6 +60,22 @@ plait_status optim_offload_get(optim_offload *o, int which, size_t at, float *ds
  * not while a step runs. */
 plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *dst, size_t count);
 
+/* Reading parameter slices ahead of their fetch (nvme with the
+ * parameters; a no-op elsewhere), as ZeRO-Infinity prefetches the next
+ * layers' parameters: prefetch_room allocates `count` floats of host memory
+ * for the slices in flight at once (the largest layer's, one layer ahead),
+ * once after open. optim_offload_prefetch starts the read of parameter
+ * elements [at, at + count) through the offload I/O path (offload_io.h),
+ * and an optim_offload_fetch of exactly that slice then waits for that read
+ * only. A hint: a slice that does not fit is not read ahead, a full room
+ * of slices nobody fetched is dropped, and a step or a load, which rewrite
+ * the parameters, drop every slice first. A failed read is reported by the
+ * fetch that consumes it, naming the step, the elements and the file.
+ * PLAIT_OFFLOAD_READ_AHEAD = off leaves the room out (no reads ahead);
+ * prefetch_room refuses a value other than on or off. */
+plait_status optim_offload_prefetch_room(optim_offload *o, size_t count);
+void optim_offload_prefetch(optim_offload *o, size_t at, size_t count);
+
 /* One AdamW update of every segment (sorted by `at`, disjoint), the
  * arguments' weight_decay replaced by each segment's. `step` (1-based) is
  * named in errors. */

@@ -115,6 +115,20 @@ static int needed_soon(const zero *z, int32_t ui) {
     return 0;
 }
 
+/* With the parameter slices on disk (offload_params), start reading the
+ * slices of the first predicted hook past the gathers started early, so
+ * that its gather, started at the next hook, waits only for what is left
+ * of that read: the disk one hook ahead of the network. */
+static void read_ahead(zero *z) {
+    int32_t j = z->pos + z->prefetch;
+    if (!z->store || z->pshard || !z->predicting || j >= z->n_prev) return;
+    int32_t l = z->trace_prev[j] / 2;
+    for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) {
+        const zero_unit *u = &z->units[z->gather_units[k]];
+        if (!u->pbuf) optim_offload_prefetch(z->store, u->shard_off, u->shard);
+    }
+}
+
 plait_status zero_acquire_layer(zero *z, int kind, int32_t layer) {
     int32_t ev = ZERO_EVENT(kind, layer);
     plait_status st = append(z, &z->trace_cur, &z->n_cur, &z->cap_cur, ev);
@@ -131,6 +145,7 @@ plait_status zero_acquire_layer(zero *z, int kind, int32_t layer) {
         for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1] && st == PLAIT_OK; k++)
             st = start_gather(z, z->gather_units[k]);
     }
+    read_ahead(z);
     for (int32_t k = a; k < b && st == PLAIT_OK; k++) {
         int32_t ui = z->gather_units[k];
         st = finish_gather(z, ui);

@@ -289,6 +289,18 @@ static uint64_t padding_elems(const zero *z) {
     return held - z->psi;
 }
 
+/* Room for one layer's parameter slices read ahead of its gather
+ * (zero_gather.c): the largest layer's. */
+static plait_status read_ahead_room(zero *z) {
+    size_t most = 0;
+    for (int32_t l = 0; l < z->n_layer_slots; l++) {
+        size_t q = 0;
+        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].shard;
+        if (q > most) most = q;
+    }
+    return optim_offload_prefetch_room(z->store, most);
+}
+
 static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     zero *z = sp;
     const plait_host *h = z->host;
@@ -298,6 +310,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         z->store = NULL;
         int wrank = z->world ? h->coll->rank(z->world) : z->rank;
         plait_status st = optim_offload_open(h, z->name, &z->offload, wrank, S, z->offload.params, &z->store);
+        if (st == PLAIT_OK && z->zero_stage == 3 && z->offload.params) st = read_ahead_room(z);
         if (st != PLAIT_OK) return st;
         if (!z->osegs && !(z->osegs = calloc(z->n_segs ? (size_t)z->n_segs : 1, sizeof *z->osegs)))
             return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
