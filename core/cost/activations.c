@@ -278,7 +278,7 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     /* the gates' gradients (N·k doubles), first; at ep > 1 each source's
      * gradients of the rank's E/ep experts, ep of them: E experts' worth
      * (moe.c's ep_grad_floats), and the held rows' output and input
-     * gradients, N·k rows of C each (moe.c's moe_held_grads, balanced as
+     * gradients, N·k rows of C each (moe_ep.c's moe_held_grads, balanced as
      * plait_cost_held_bytes); under bf16 activations the sparse halves'
      * float32 norm output and its gradient, shared likewise
      * (model/moe_bf16.c) */
@@ -293,7 +293,7 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
     /* the device rows (their gradients in the backward's scratch,
-     * plait_cost_moe_scratch_bytes), then the host head: moe.c's moe_held
+     * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
     return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F) + 72 + sizeof(int32_t) * (double)moe->E;
 }

@@ -210,7 +210,7 @@ typedef struct model_slot {
     float *moe_mem;
     size_t moe_bytes;
     /* ... and at ep > 1 the rows this rank's experts computed for the ep
-     * group, per block: moe.c's moe_held (host memory: the counts, the
+     * group, per block: moe_ep.c's moe_held (host memory: the counts, the
      * places of the rows) and the rows themselves (device memory) */
     void **moe_held;
     float **moe_held_dev;
@@ -351,12 +351,12 @@ struct plait_model {
     size_t moe_rc_bytes;
     int moe_rerun;
     /* recompute = selective at ep > 1: the held rows' activation function
-     * outputs, one device buffer every block shares (moe.c's held_act); under
+     * outputs, one device buffer every block shares (moe_ep.c's held_act); under
      * selective moe_rc holds the routed and shared experts' at ep 1 */
     float *moe_held_act;
     size_t moe_held_act_floats;
     /* at ep > 1: the held rows' output and input gradients, [rows,C] each,
-     * one device buffer every block's backward shares (moe.c's ep_backward),
+     * one device buffer every block's backward shares (moe_ep.c's plait_moe_ep_backward),
      * grown to the largest block's rows */
     float *moe_held_grads;
     size_t moe_held_grads_floats;

@@ -1,0 +1,334 @@
+/*
+ *
+ * Expert parallelism in a sparse block (ep > 1, the expert tensors split over the ep group
+ * by the plan): every rank routes its own tokens as above, then the
+ * dispatch sends each local expert's rows to the rank holding it (the
+ * per-expert row counts first, one all-to-all, then the rows, point to
+ * point, whatever their number; the shared experts' forward runs while
+ * they travel), the holder runs each source rank's rows of each of its
+ * experts as one GEMM of their own (the very product that rank would run
+ * at ep 1) and the combine sends the outputs back into the permuted rows,
+ * which are summed into each token as above. The backward trades the
+ * rows' gradients the same way; the holder computes each source's weight
+ * gradients apart and adds them in the summation tree's
+ * order over the sources (coll/sum_tree.c: left-complete, pairwise, the
+ * earlier source on the left), the order in which an ordered reduction
+ * over the dp x cp group would add them at ep 1. So at one micro-batch a
+ * rank, ep 2 and 4 compute the bits of ep 1 (docs/parallelism.md).
+ *
+ * The trades move the rows from and into the device's memory (the counts,
+ * host memory, by the all-to-all), so ep > 1 runs on any device with the
+ * MoE entries.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "device/device.h"
+#include "model/moe_internal.h"
+#include "runtime/error.h"
+
+/* The rows this rank's El = E/ep experts computed for its ep group, kept
+ * from the forward for the backward (the slot's moe_held: this struct and
+ * the counts in host memory, the rows in the device's): from each source
+ * rank q, ascending, its rows of local expert 0, then 1, ...
+ * (cnt[q·El + le] of them), in the order q permuted them. The device
+ * block keeps its size from forward to forward and grows only when a
+ * forward holds more rows, so a step does not allocate (and, on a GPU,
+ * synchronise) once per block. */
+typedef struct moe_held {
+    size_t bytes;      /* host and device, counted in the slot's moe_held_bytes */
+    int64_t rows, cap; /* rows held now; rows the device block has room for */
+    int32_t *cnt;      /* [ep·El] host memory */
+    /* in the slot's moe_held_dev block: */
+    float *x, *y;     /* [rows,C] inputs, outputs */
+    float *h, *u, *a; /* [rows,F] as moe_acts' */
+} moe_held;
+/* the planner counts a block's head as 72 bytes (cost/activations.c,
+ * plait_cost_held_bytes) */
+_Static_assert(sizeof(moe_held) == 72, "moe_held is not the 72 bytes plait_cost_held_bytes counts");
+
+/* Row ranges of one trade: this rank's rows for (from) each ep rank. */
+typedef struct ep_ranges {
+    int64_t send_at[PLAIT_MODEL_MAX_EP], send_n[PLAIT_MODEL_MAX_EP];
+    int64_t recv_at[PLAIT_MODEL_MAX_EP], recv_n[PLAIT_MODEL_MAX_EP];
+} ep_ranges;
+
+/* The dispatch's ranges: to rank p the permuted rows of its experts; from
+ * rank q the rows it counted for this rank's. The combine swaps them. */
+static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts *a, const int32_t *cnt, ep_ranges *r) {
+    const int64_t El = d->E / m->ep;
+    int64_t at = 0;
+    for (int p = 0; p < m->ep; p++) {
+        r->send_at[p] = a->hoff[p * El];
+        r->send_n[p] = a->hoff[(p + 1) * El] - a->hoff[p * El];
+        r->recv_at[p] = at;
+        r->recv_n[p] = 0;
+        for (int64_t le = 0; le < El; le++) r->recv_n[p] += cnt[p * El + le];
+        at += r->recv_n[p];
+    }
+}
+
+/* Rows of `width` floats between the ep ranks, posted: send_n[p] rows
+ * from src + send_at[p] rows to rank p, recv_n[q] rows from rank q into
+ * dst + recv_at[q] rows (swap: the combine's direction, recv as send); this
+ * rank's own rows copied by the device. ep_wait completes them. src and
+ * dst are the device's memory: a transport that moves it (nccl) takes the
+ * pointers, one that moves host memory (tcp) has them staged
+ * (comm/comm_p2p.c); each request touches its rows only after the kernels
+ * queued before its post. Every receive and send of a trade is posted
+ * before any wait, so a transport that groups what was posted between two
+ * waits (the nccl plugin, plugins/comm/nccl/README.md) runs the trade as
+ * one group, each send beside the receive its peer posted with it. */
+static plait_status ep_post(plait_model *m, const ep_ranges *r, int swap, const float *src, float *dst, int64_t width,
+                            plait_request **req) {
+    const int64_t *sat = swap ? r->recv_at : r->send_at, *sn = swap ? r->recv_n : r->send_n;
+    const int64_t *rat = swap ? r->send_at : r->recv_at, *rn = swap ? r->send_n : r->recv_n;
+    plait_status st = PLAIT_OK;
+    const uint32_t tag = 0x4d6f45u; /* "MoE": the only point-to-point on ep_comm */
+    const plait_mem_kind kind = plait_device_mem_kind();
+    for (int q = 0; q < m->ep && st == PLAIT_OK; q++)
+        if (q != m->ep_rank && rn[q] > 0)
+            st = plait_comm_p2p_after(m->ep_comm, 0, dst + rat[q] * width, (size_t)(rn[q] * width), PLAIT_F32, q, tag,
+                                      kind, NULL, &req[q]);
+    for (int p = 0; p < m->ep && st == PLAIT_OK; p++)
+        if (p != m->ep_rank && sn[p] > 0)
+            st = plait_comm_p2p_after(m->ep_comm, 1, src + sat[p] * width, (size_t)(sn[p] * width), PLAIT_F32, p, tag,
+                                      kind, NULL, &req[m->ep + p]);
+    if (st == PLAIT_OK && sn[m->ep_rank] > 0)
+        m->k->copy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width, (size_t)(sn[m->ep_rank] * width));
+    return st;
+}
+
+/* Every request ep_post posted completed (st: the post's status). */
+static plait_status ep_wait(plait_model *m, int32_t layer, plait_request **req, plait_status st, const char *what) {
+    for (int i = 0; i < 2 * m->ep; i++) {
+        plait_status w = req[i] ? plait_request_wait(req[i]) : PLAIT_OK;
+        req[i] = NULL;
+        if (st == PLAIT_OK) st = w;
+    }
+    if (st != PLAIT_OK)
+        return plait_wrap_error(st, "model: %s of %s's experts (ep rank %d of %d)", what,
+                                plait_model_layer_name(m, layer), (int)m->ep_rank, (int)m->ep);
+    return PLAIT_OK;
+}
+
+static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, int swap, const float *src, float *dst,
+                             int64_t width, const char *what) {
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
+}
+
+/* A device buffer every sparse block shares, grown to `need` floats (at
+ * least 1) when it holds fewer: what it held is not kept, as no block
+ * reads another's contents. Counted in the model's act_bytes. */
+static plait_status shared_grow(plait_model *m, float **buf, size_t *floats, size_t need, const char *what) {
+    if (need <= *floats && *buf) return PLAIT_OK;
+    float *p = plait_device_alloc((need ? need : 1) * sizeof *p, "activations");
+    if (!p) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: %s", what);
+    plait_device_free(*buf);
+    m->act_bytes -= *floats * sizeof *p;
+    *buf = p;
+    *floats = need ? need : 1;
+    m->act_bytes += *floats * sizeof *p;
+    return PLAIT_OK;
+}
+
+/* recompute = selective (moe_dims.sel): the held rows' activation
+ * function outputs (gpt u, llama a) in one device buffer every block
+ * shares, grown to the largest block's rows (its contents are rebuilt
+ * before each block's backward, so growing need not keep them). */
+static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
+    plait_status st = shared_grow(m, &m->moe_held_act, &m->moe_held_act_floats, (size_t)(h->rows * d->F),
+                                  "the held experts' activations");
+    if (st != PLAIT_OK) return st;
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        h->a = m->moe_held_act;
+        return PLAIT_OK;
+    }
+    h->a = h->u; /* gpt: the GELU's output shared, where u was the unused a */
+    h->u = m->moe_held_act;
+    return PLAIT_OK;
+}
+
+/* Block `layer`'s held rows freed, host and device (none: nothing to do). */
+void plait_moe_held_drop(plait_model *m, model_slot *s, int32_t layer) {
+    moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!old) return;
+    s->moe_held_bytes -= old->bytes;
+    m->act_bytes -= old->bytes;
+    free(old);
+    s->moe_held[layer - 1] = NULL;
+    plait_device_free(s->moe_held_dev[layer - 1]);
+    s->moe_held_dev[layer - 1] = NULL;
+}
+
+/* The held rows' block for block `layer`, room for `rows` (the last
+ * forward's device block kept when it has the room). */
+static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
+                               moe_held **out) {
+    if (!s->moe_held) {
+        s->moe_held = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held);
+        s->moe_held_dev = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held_dev);
+        if (!s->moe_held || !s->moe_held_dev) {
+            free(s->moe_held);
+            free(s->moe_held_dev);
+            s->moe_held = NULL;
+            s->moe_held_dev = NULL;
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+        }
+    }
+    moe_held *h = s->moe_held[layer - 1];
+    if (!h) {
+        const size_t n = (size_t)m->ep * (size_t)(d->E / m->ep);
+        if (!(h = calloc(1, sizeof *h + n * sizeof(int32_t))))
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+        h->cnt = (int32_t *)(void *)(h + 1);
+        h->bytes = sizeof *h + n * sizeof(int32_t);
+        s->moe_held[layer - 1] = h;
+        s->moe_held_bytes += h->bytes;
+        m->act_bytes += h->bytes;
+    }
+    const int64_t width = 2 * d->C + (d->sel ? 2 : 3) * d->F; /* x, y and h, u, a (d->sel: held_act) */
+    float **dev = &s->moe_held_dev[layer - 1];
+    if (!*dev || h->cap < rows) {
+        const size_t bytes = (size_t)((rows > 0 ? rows : 1) * width) * sizeof(float);
+        float *grown = plait_device_alloc(bytes, "activations");
+        if (!grown)
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the rows %s's experts hold for the ep group",
+                                    plait_model_layer_name(m, layer));
+        const size_t had = *dev ? (size_t)(h->cap * width) * sizeof(float) : 0;
+        plait_device_free(*dev);
+        *dev = grown;
+        h->cap = rows > 0 ? rows : 1;
+        h->bytes += bytes - had;
+        s->moe_held_bytes += bytes - had;
+        m->act_bytes += bytes - had;
+    }
+    h->rows = rows;
+    h->x = *dev;
+    h->y = h->x + rows * d->C;
+    h->h = h->y + rows * d->C;
+    h->u = h->h + rows * d->F;
+    h->a = h->u + rows * d->F;
+    *out = h;
+    return d->sel ? held_act(m, d, h) : PLAIT_OK;
+}
+
+/* The forward's experts at ep > 1: dispatch, each (source, local expert)
+ * product, combine into a->y; the shared experts' forward of `ln` while
+ * the dispatch travels. */
+plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, moe_acts *a,
+                                  float *const *t, const float *ln) {
+    const int64_t El = d->E / m->ep, C = d->C, F = d->F;
+    int32_t sent[4096], got[4096]; /* [model] moe_experts <= 4096 */
+    if (!m->ep_comm || m->ep > PLAIT_MODEL_MAX_EP)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s's experts split %d ways without an ep group",
+                               plait_model_layer_name(m, layer), (int)m->ep);
+    for (int64_t e = 0; e < d->E; e++) sent[e] = a->hoff[e + 1] - a->hoff[e];
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = "experts' row counts"};
+    plait_status st = plait_comm_alltoall(m->ep_comm, sent, got, (size_t)El, PLAIT_I32, &opts, NULL);
+    if (st != PLAIT_OK)
+        return plait_wrap_error(st, "model: the row counts of %s's experts", plait_model_layer_name(m, layer));
+    int64_t rows = 0;
+    for (int64_t i = 0; i < m->ep * El; i++) rows += got[i];
+    moe_held *h = NULL;
+    if ((st = held_alloc(m, s, layer, d, rows, &h)) != PLAIT_OK) return st;
+    memcpy(h->cnt, got, (size_t)(m->ep * El) * sizeof *got);
+    ep_ranges r;
+    ep_ranges_of(m, d, a, h->cnt, &r);
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    st = ep_post(m, &r, 0, a->x, h->x, C, req);
+    if (st == PLAIT_OK && d->SF > 0) {
+        const mlp_w w = plait_moe_expert_w(d, t, -1);
+        plait_moe_mlp_forward(m, d, &w, ln, a->sh, a->su, a->sa, a->sy, d->N, d->SF);
+    }
+    if ((st = ep_wait(m, layer, req, st, "the dispatch")) != PLAIT_OK) return st;
+    int64_t at = 0;
+    for (int q = 0; q < m->ep; q++)
+        for (int64_t le = 0; le < El; le++) {
+            const mlp_w w = plait_moe_expert_w(d, t, le);
+            const int64_t n = h->cnt[q * El + le];
+            plait_moe_mlp_forward(m, d, &w, h->x + at * C, h->h + at * F, h->u + at * F, h->a + at * F, h->y + at * C,
+                                  n, F);
+            at += n;
+        }
+    return ep_trade(m, layer, &r, 1, h->y, a->y, C, "the combine");
+}
+
+/* Floats of one expert's tensors (the stacked tensors' slices). */
+static int64_t expert_floats(const moe_dims *d, int tensor) {
+    const int64_t C = d->C, F = d->F;
+    if (d->nt == MOE_LLAMA_TENSORS) return F * C;
+    static const int wide[MOE_GPT_TENSORS] = {2, 1, 2, 0}; /* c_fc w, c_fc b, c_proj w, c_proj b */
+    return wide[tensor] == 2 ? F * C : wide[tensor] == 1 ? F : C;
+}
+
+/* Floats of the gradients of one rank's E/ep experts. */
+int64_t plait_moe_ep_grad_floats(const plait_model *m, const moe_dims *d) {
+    int64_t G = 0;
+    for (int i = 0; i < d->nt; i++) G += d->E / m->ep * expert_floats(d, i);
+    return G;
+}
+
+/* The backward's experts at ep > 1: the rows' gradients to their holders,
+ * each source's weight gradients apart, added over the sources in the
+ * summation tree's order into g, the input gradients back into sc->dx. */
+plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
+                                   float *const *t, float *const *g, const moe_scratch *sc) {
+    const int64_t El = d->E / m->ep, C = d->C, F = d->F;
+    moe_held *h = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!h)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of %s's experts before their forward",
+                               plait_model_layer_name(m, layer));
+    /* the held rows' output and input gradients [rows,C] each: live only
+     * in this call, so one buffer every block shares */
+    plait_status st = shared_grow(m, &m->moe_held_grads, &m->moe_held_grads_floats, (size_t)(2 * h->rows * C),
+                                  "the held experts' rows' gradients");
+    if (st != PLAIT_OK) return st;
+    int64_t G = 0, part[MOE_GPT_TENSORS];
+    for (int i = 0; i < d->nt; i++) part[i] = G, G += El * expert_floats(d, i);
+    float *dy = m->moe_held_grads, *dx = dy + h->rows * C, *gs = sc->grads;
+    m->k->zero(gs, (size_t)(m->ep * G));
+    ep_ranges r;
+    ep_ranges_of(m, d, a, h->cnt, &r);
+    st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
+    int64_t at = 0;
+    for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
+        float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
+        for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + part[i];
+        for (int64_t le = 0; le < El; le++) {
+            const mlp_w w = plait_moe_expert_w(d, t, le), gw = plait_moe_expert_w(d, gq, le);
+            const int64_t n = h->cnt[q * El + le];
+            plait_moe_mlp_backward(m, d, &w, &gw, h->x + at * C, h->h + at * F, h->u + at * F, h->a + at * F,
+                                   dy + at * C, dx + at * C, n, F, sc);
+            at += n;
+        }
+    }
+    /* the sources' gradients, pairwise with doubling strides: the
+     * left-complete tree of coll/sum_tree.c over the ep sources */
+    for (int stride = 1; st == PLAIT_OK && stride < m->ep; stride *= 2)
+        for (int q = 0; q + stride < m->ep; q += 2 * stride)
+            m->k->axpy(gs + q * G, gs + (q + stride) * G, (size_t)G, 1.0f);
+    for (int i = 0; st == PLAIT_OK && i < d->nt; i++)
+        m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
+    if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, sc->dx, C, "the input gradients' combine");
+    return st;
+}
+
+plait_status plait_moe_ep_act_rerun(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d) {
+    moe_held *h = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!h)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: recompute of %s's experts before their forward",
+                               plait_model_layer_name(m, layer));
+    /* the shared device buffer another block may have moved */
+    h->u = d->nt == MOE_LLAMA_TENSORS ? h->u : h->h + h->rows * d->F; /* held_act's layout, again */
+    plait_status st = held_act(m, d, h);
+    const int64_t El = d->E / m->ep, F = d->F;
+    int64_t at = 0;
+    for (int64_t i = 0; st == PLAIT_OK && i < m->ep * El; i++) {
+        plait_moe_act_forward(m, d, h->h + at * F, h->u + at * F, h->a + at * F, h->cnt[i] * F);
+        at += h->cnt[i];
+    }
+    return st;
+}

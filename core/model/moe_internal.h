@@ -1,0 +1,117 @@
+/*
+ * What the mixture of experts' files of core/model share: a sparse
+ * block's kept activations (moe_acts), its sizes (moe_dims), the
+ * backward's scratch (moe_scratch), one MLP's weights (mlp_w), the
+ * experts' products (moe_experts.c) and expert parallelism's trades
+ * (moe_ep.c), which moe.c's forward and backward call. Private to
+ * core/model. Not thread-safe: the thread that drives the model calls
+ * them; device pointers are the open device's, owned by the model or its
+ * slots (model_internal.h), and live until the model is freed.
+ */
+#ifndef PLAIT_CORE_MOE_INTERNAL_H
+#define PLAIT_CORE_MOE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "model/model_internal.h"
+
+/* What a sparse block's forward keeps for its backward (in the slot's
+ * moe_mem). N tokens, k routes each, E experts, F an expert's width, SF
+ * the shared experts' width. */
+typedef struct moe_acts {
+    float *logits, *scores; /* [N,E] */
+    float *lse;             /* [N] log-sum-exp of the logits (z-loss) */
+    float *routed;          /* [E] routes each expert was given, before any drop */
+    int32_t *off;           /* [E+1] each expert's first row */
+    int32_t *hoff;          /* [E+1] off's host copy (host memory, after the slot's moe_acts) */
+    int32_t *idx;           /* [N,k] chosen experts, ascending */
+    float *gate;            /* [N,k] */
+    int32_t *row;           /* [N,k] each route's permuted row, -1 dropped */
+    int32_t *tok;           /* [N·k] the token of a permuted row */
+    float *x, *y;           /* [N·k,C] permuted inputs, experts' outputs */
+    float *h, *u, *a;       /* [N·k,F]: gpt c_fc's output and GELU's; llama gate's, up's, SwiGLU's */
+    float *sh, *su, *sa;    /* [N,SF] the same for the shared experts */
+    float *sy;              /* [N,C] the shared experts' output */
+} moe_acts;
+
+typedef struct moe_dims {
+    int64_t N, C, E, k, F, SF;
+    int nt;  /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+    int sel; /* recompute = selective: the activation function's outputs shared (drops_act) */
+} moe_dims;
+
+/* The sizes of this rank's sparse blocks (every one has the same). */
+static inline moe_dims plait_moe_dims(const plait_model *m) {
+    const moe_desc *md = &m->desc->moe;
+    return (moe_dims){.N = m->B * m->T,
+                      .C = m->C,
+                      .E = md->experts,
+                      .k = md->top_k,
+                      .F = md->ffn / m->tp, /* this tp rank's slice of each expert's width */
+                      .SF = (int64_t)md->shared * md->ffn / m->tp,
+                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS,
+                      .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE};
+}
+
+/* The backward's scratch, shared by every sparse block and slot. */
+typedef struct moe_scratch {
+    double *dgate;        /* [N,k] the gates' gradients */
+    float *d1, *d2, *d3;  /* [max(N·k, N·S)·F] */
+    float *dy, *dx, *dx2; /* [N·k,C] */
+    float *dlogits;       /* [N,E] */
+    float *grads;         /* at ep > 1: each ep source's gradients of this rank's experts, [ep][ep_grad_floats] */
+} moe_scratch;
+
+/* An MLP's weights (or their gradients): gpt w1/b1 = c_fc, w2/b2 = c_proj;
+ * llama w1 = gate_proj, w3 = up_proj, w2 = down_proj. */
+typedef struct mlp_w {
+    float *w1, *b1, *w3, *w2, *b2;
+} mlp_w;
+
+/* ---- moe_experts.c: one MLP, and the routed experts grouped ------------- */
+
+/* Expert e's slices of the stacked tensors t[MOE_EXPERTS..]; e = -1: the
+ * shared experts' tensors after them. */
+mlp_w plait_moe_expert_w(const moe_dims *d, float *const *t, int64_t e);
+/* The activation function over n floats: gpt u = GELU(h), llama a =
+ * SwiGLU(h, u); the one call the forward and the selective rerun make. */
+void plait_moe_act_forward(plait_model *m, const moe_dims *d, const float *h, float *u, float *a, int64_t n);
+/* y [n,C] = the MLP of x [n,C], width F, keeping h, u (and a) [n,F]. */
+void plait_moe_mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const float *x, float *h, float *u,
+                           float *a, float *y, int64_t n, int64_t F);
+/* dx [n,C] (overwritten) from dy [n,C], the weights' gradients added to
+ * g; sc's d1..d3 [n,F] and dx2 [n,C] (llama) scratch. */
+void plait_moe_mlp_backward(plait_model *m, const moe_dims *d, const mlp_w *w, const mlp_w *g, const float *x,
+                            const float *h, const float *u, const float *a, const float *dy, float *dx, int64_t n,
+                            int64_t F, const moe_scratch *sc);
+/* The routed experts' MLPs over their rows x [off[E],C] (off: host
+ * memory), each expert's product one of the grouped entry's: the bits of
+ * one plait_moe_mlp_forward an expert. */
+void plait_moe_group_forward(plait_model *m, const moe_dims *d, float *const *t, const int32_t *off, const float *x,
+                             float *h, float *u, float *a, float *y);
+/* Their backward: sc->dx [off[E],C] (overwritten) from sc->dy, the
+ * weights' gradients added to g's expert slices. */
+void plait_moe_group_backward(plait_model *m, const moe_dims *d, float *const *t, float *const *g, const int32_t *off,
+                              const moe_acts *a, const moe_scratch *sc);
+
+/* ---- moe_ep.c: expert parallelism (ep > 1) ---------------------------------- */
+
+/* Floats of the gradients of one rank's E/ep experts. */
+int64_t plait_moe_ep_grad_floats(const plait_model *m, const moe_dims *d);
+/* The forward's experts at ep > 1: dispatch, each (source, local expert)
+ * product, combine into a->y; the shared experts' forward of `ln` while
+ * the dispatch travels. Keeps the rows it ran in the slot's moe_held. */
+plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, moe_acts *a,
+                                  float *const *t, const float *ln);
+/* The backward's experts at ep > 1: the rows' gradients to their holders,
+ * each source's weight gradients apart, added over the sources in the
+ * summation tree's order into g, the input gradients back into sc->dx. */
+plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
+                                   float *const *t, float *const *g, const moe_scratch *sc);
+/* recompute = selective at ep > 1: the held rows' activation function
+ * outputs rebuilt (before the block's backward). */
+plait_status plait_moe_ep_act_rerun(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d);
+/* Block `layer`'s held rows freed, host and device (none: nothing to do). */
+void plait_moe_held_drop(plait_model *m, model_slot *s, int32_t layer);
+
+#endif
