@@ -3,10 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <plait/optim.h>
-
 #include "cli/cli.h"
 #include "cli/cost_device.h"
+#include "cli/masters_check.h"
 #include "cli/memory_check.h"
 #include "cost/activations.h"
 #include "cost/ckpt_cost.h"
@@ -14,9 +13,7 @@
 #include "layout/batch.h"
 #include "model/model.h"
 #include "model/tied.h"
-#include "plugin/loader.h"
 #include "runtime/error.h"
-#include "train/masters.h"
 #include "train/preflight.h"
 
 /* What a checkpoint of the layout costs, on this machine's defaults
@@ -128,43 +125,6 @@ static void print_model(const plait_config *cfg) {
     plait_model_desc_free(desc);
 }
 
-/* master = sharded where the ranks' model would read float32 weights:
- * train's refusal (plait_check_masters), said before any rank starts. The
- * model's bf16 rule is the planner's (plait_cost_shape_init) on the device
- * the ranks will open; a device that does not open here (a GPU run checked
- * on a machine without one) is left to the ranks, which refuse it alike. */
-static plait_status check_masters(const plait_config *cfg) {
-    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
-    if (!d) { /* train names the plugin it cannot load */
-        plait_clear_error();
-        return PLAIT_OK;
-    }
-    const uint32_t flags = ((const plait_optim_ops *)d->ops)->flags;
-    int sharded;
-    /* only master = sharded is refused where the model reads float32: any
-     * other choice is fine whatever the device, which then is not asked */
-    if (plait_check_masters(cfg, flags, 0, &sharded) == PLAIT_OK) return PLAIT_OK;
-    plait_clear_error();
-    plait_cli_device dev;
-    plait_cli_device_ask(cfg, &dev);
-    plait_model_desc *desc = NULL;
-    if (dev.fell_back || plait_model_describe(cfg, 1, &desc) != PLAIT_OK) {
-        plait_clear_error(); /* the preflight described it */
-        return PLAIT_OK;
-    }
-    const int tp = (int)plait_config_int(cfg, "parallel", "tp");
-    const plait_cost_shape_in in = {.B = 1,
-                                    .tp = tp,
-                                    .tensor_parallel = tp > 1,
-                                    .cp = (int)plait_config_int(cfg, "parallel", "cp"),
-                                    .precision = plait_device_precision(cfg),
-                                    .device = &dev.cost};
-    plait_cost_shape shape;
-    plait_cost_shape_init(&shape, plait_model_desc_spec(desc), &in);
-    plait_model_desc_free(desc);
-    return plait_check_masters(cfg, flags, shape.bf16, &sharded);
-}
-
 static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -178,7 +138,7 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     }
     /* the layout too (batch arithmetic for dp, n_head % tp, the pipeline
      * partition): what would stop `plait train` stops check and show */
-    if (plait_layout_preflight(cfg) != PLAIT_OK || check_masters(cfg) != PLAIT_OK) {
+    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK) {
         plait_cli_print_error(argv[2]);
         plait_config_free(cfg);
         return 1;

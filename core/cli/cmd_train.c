@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/masters_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
@@ -60,8 +61,9 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     return st != PLAIT_OK ? plait_restart_failure_exit(st) : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
-/* `plait train CONFIG -n N`: the memory check, once, before the ranks
- * start (they skip it: their launcher checked). */
+/* `plait train CONFIG -n N`: the masters' and the memory check, once,
+ * before the ranks start (they skip the memory check: their launcher
+ * checked). */
 static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
@@ -76,6 +78,11 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         plait_cli_check_ranks(cfg, job) != PLAIT_OK) {
         plait_cli_print_error("train");
         rc = 2;
+    }
+    /* what every rank would refuse alone, once */
+    if (rc == 0 && cfg && plait_cli_check_masters(cfg) != PLAIT_OK) {
+        plait_cli_print_error("train");
+        rc = 1;
     }
     if (rc == 0 && cfg && plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
         plait_cli_print_error("train");

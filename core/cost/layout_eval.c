@@ -7,12 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <plait/optim.h>
+
 #include "coll/compress.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "layout/mesh.h"
 #include "cost/rank_cost.h"
+#include "plugin/loader.h"
 #include "runtime/error.h"
+#include "train/masters.h"
 #include "train/preflight.h"
 
 typedef struct collect {
@@ -92,6 +96,16 @@ int plait_cost_masters_of(const plait_config *cfg) {
         if (plait_config_get(cfg, sec, "master", &v) == PLAIT_OK && v.i == 2) bits |= 1 << z;
     }
     return bits;
+}
+
+plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
+    if (!d) { /* train names the plugin it cannot load */
+        plait_clear_error();
+        return PLAIT_OK;
+    }
+    int sharded;
+    return plait_check_masters(cfg, ((const plait_optim_ops *)d->ops)->flags, bf16, &sharded);
 }
 
 static int world_of(const plait_config *cfg) {
@@ -352,6 +366,16 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
             free(col.ranks);
             return st;
         }
+        snprintf(out->why, sizeof out->why, "%s", plait_last_error());
+        plait_clear_error();
+        plait_config_free(cfg);
+        free(col.ranks);
+        return PLAIT_OK;
+    }
+    /* the optimizer's masters as each rank of this layout would refuse
+     * them, in its words: not kept with the plan, which the optimizer does
+     * not change */
+    if (col.n > 0 && plait_cost_check_masters(cfg, col.ranks[0].bf16) != PLAIT_OK) {
         snprintf(out->why, sizeof out->why, "%s", plait_last_error());
         plait_clear_error();
         plait_config_free(cfg);

@@ -171,6 +171,13 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
 /* Bit z set where `cfg` has [optim.zeroZ] master = whole (z = 1, 2):
  * plait_cost_job.whole_masters. */
 int plait_cost_masters_of(const plait_config *cfg);
+/* [optim.zeroN] master of `cfg` (finalized) on ranks whose model reads
+ * the weights' bf16 copy (bf16 1) or float32 weights (bf16 0): `plait
+ * train`'s rule and refusal (train/masters.h, the error set naming where
+ * the key was set), so that plait plan, config check and the launcher
+ * refuse what every rank would. An optimizer plugin that does not load is
+ * left to train to name (PLAIT_OK). Not thread-safe. */
+plait_status plait_cost_check_masters(const plait_config *cfg, int bf16);
 
 /* Bytes an element of a tp collective or a pipeline send takes on the
  * wire, as plait sends them: 2 on a bf16 run (the core's bf16 wire format

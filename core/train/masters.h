@@ -1,8 +1,10 @@
 /*
  * Which float32 master weights a distributed optimizer keeps sharded: the
  * rule of [optim.zeroN] master, one place for `plait train` (each rank,
- * once its model exists: run_params.c) and `plait config check` (before
- * any rank starts), so that both refuse the same runs in the same words.
+ * once its model exists: run_params.c) and, before any rank starts, `plait
+ * config check`, the launchers (cli/masters_check.h) and each layout `plait
+ * plan` weighs (cost/layouts.h), so that all refuse the same runs in the
+ * same words.
  */
 #ifndef PLAIT_CORE_MASTERS_H
 #define PLAIT_CORE_MASTERS_H
