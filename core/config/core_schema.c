@@ -68,7 +68,8 @@ static const plait_key_decl run_keys[] = {
         "sharded saves only: each rank copies its share to host memory at the saving step and a thread of its "
         "own writes it while training goes on (one save in flight; the next waits for it; the last save is "
         "waited for)"),
-    KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
+    KEY("eval_every", I, "0", 0, 1e12, NULL, SAME,
+        "validation loss every N steps and at the last step of each plait train (0 = only there)"),
     KEY("eval_batches", I, "4", 1, 1e6, NULL, SAME, "micro-batches per validation"),
     KEY("deterministic", B, "false", 1, 0, NULL, SAME,
         "sum gradients in one canonical order so every layout is bit-identical to one process"),

@@ -5,8 +5,10 @@
 # layer hooks, the all-gather-free step) and a pipeline (pp = 2, where idle
 # is the bubble). The header has the documented columns, and they are
 # filled on every row. val_loss is filled exactly at the multiples of
-# [run] eval_every and at the last step. time_s grows and tokens_seen counts
-# the global batch's tokens (the mfu column is checked in test_progress.sh).
+# [run] eval_every and at the last step (with eval_every = 0 at the last
+# step of each resumed leg alone, not at the checkpoints). time_s grows
+# and tokens_seen counts the global batch's tokens (the mfu column is
+# checked in test_progress.sh).
 source "$(dirname "$0")/lib.sh"
 A="run.steps=12"
 
@@ -64,6 +66,18 @@ paste -d' ' <(column eval step) <(column eval val_loss) | awk '
     n++ }
   END { if (n != 10) { printf "%d rows, not 10\n", n; bad = 1 } exit bad }' ||
   fail "eval: val_loss is not filled exactly at multiples of eval_every and the last step"
+# eval_every = 0 on a run trained in two legs of 2 steps, a checkpoint at
+# every step: val_loss at each leg's last step (2 and 4), not at the
+# checkpoints between (1 and 3)
+train legs $A run.steps=2 run.eval_every=0 run.ckpt_every=1
+train legs $A run.steps=4 run.eval_every=0 run.ckpt_every=1 --resume
+paste -d' ' <(column legs step) <(column legs val_loss) | awk '
+  { want = ($1 == 2 || $1 == 4); have = NF == 2
+    if (want && !(have && $2 > 0)) { printf "step %s: no validation loss at the end of a leg\n", $1; bad = 1 }
+    if (!want && have) { printf "step %s: a validation loss %s at a checkpoint inside a leg\n", $1, $2; bad = 1 }
+    n++ }
+  END { if (n != 4) { printf "%d rows, not 4\n", n; bad = 1 } exit bad }' ||
+  fail "legs: with eval_every = 0, val_loss is not filled exactly at each plait train's last step"
 # time since start grows; tokens seen = step x global batch x block (8 x 32
 # in tiny.ini); mfu is a column, empty without a peak (progress off here)
 paste -d' ' <(column eval step) <(column eval time_s) <(column eval tokens_seen) | awk '
