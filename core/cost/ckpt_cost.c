@@ -50,9 +50,13 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
         if (s == 0) sh->rank0 = dp0;
         sh->all_ranks += rank * l->tp;
     }
-    /* one buffer of the largest local slice; with ckpt_async the snapshot
-     * of everything the rank writes */
-    sh->rank0_extra = 4.0 * largest / l->tp / (zero >= 3 ? dp : 1);
+    /* rank 0's largest parameter slice (stage 0's, as tp and ep cut it;
+     * whole whatever ZeRO shards, which exports ranges of it), else its
+     * tp slice of the largest tensor (a layout the stages refuse) */
+    const double local = stages[0].largest_tensor_numel > 0 ? stages[0].largest_tensor_numel : largest / l->tp;
+    /* one buffer of that slice (run_ckpt_shard.c); with ckpt_async the
+     * snapshot of everything the rank writes */
+    sh->rank0_extra = 4.0 * local;
     sh->async_extra = sh->rank0;
     double disk = c->disk_bandwidth > 0 ? c->disk_bandwidth : 2e9;
     double writer = c->disk_writer_bandwidth > 0 ? c->disk_writer_bandwidth : disk;
@@ -61,7 +65,9 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
     /* gathered: everything through rank 0, over its link, then its disk */
     plait_cost_ckpt_format *g = &out->gathered;
     g->rank_max = g->rank0 = g->all_ranks = out->total;
-    g->rank0_extra = 4.0 * largest * (l->tp > 1 ? 2 : 1); /* the full tensor, and the TP slices */
+    /* the full tensor, rank 0's slice of it, and with tp every tp rank's
+     * slice (run_ckpt.c, gather_and_write) */
+    g->rank0_extra = 4.0 * (largest + local + (l->tp > 1 ? local * l->tp : 0));
     const plait_link *link = plait_cluster_link(c, out->ranks, out->ranks, 1);
     double recv = out->ranks > 1 && link->bandwidth > 0 ? out->total * (out->ranks - 1) / out->ranks / link->bandwidth
                                                         : 0;

@@ -50,6 +50,7 @@ typedef struct plait_cost_rank {
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
+    double largest_tensor_numel; /* its largest parameter's elements it holds: the slice tp and ep leave it */
     double flops;                /* forward + backward FLOPs per step, recomputed forwards included */
     double recompute_flops;      /* of those, the forwards run again for recomputation */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */

@@ -20,6 +20,8 @@
 typedef struct tp_slices {
     int tp;
     double *layer_numel;   /* n_layers entries */
+    double *layer_tensor;  /* n_layers entries (in layer_numel's block): its largest tensor's slice, experts apart */
+    double *layer_expert;  /* n_layers entries (the same block): its largest routed experts' tensor's slice, all E */
     double *layer_copy;    /* n_layers entries: the bf16 copy's elements under bf16 activations */
     double *layer_master;  /* n_layers entries: of those, unrounded, the tied copy's left out */
     double copy_numel;     /* the head's tied copy of the token embedding */
@@ -154,7 +156,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     tp_slices *t = &m->tps[m->n_tps];
     memset(t, 0, sizeof *t);
     t->tp = tp;
-    t->layer_numel = calloc((size_t)m->n_layers, sizeof *t->layer_numel);
+    t->layer_numel = calloc(3 * (size_t)m->n_layers, sizeof *t->layer_numel);
     t->layer_copy = calloc((size_t)m->n_layers, sizeof *t->layer_copy);
     t->layer_master = calloc((size_t)m->n_layers, sizeof *t->layer_master);
     if (!t->layer_numel || !t->layer_copy || !t->layer_master) {
@@ -163,6 +165,8 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
         free(t->layer_master);
         return NULL;
     }
+    t->layer_tensor = t->layer_numel + m->n_layers;
+    t->layer_expert = t->layer_tensor + m->n_layers;
     m->n_tps++;
     /* the tp plugin pads the vocabulary to a multiple of tp and cuts every
      * split dimension into tp equal slices */
@@ -179,8 +183,13 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
             t->layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
             if (!plait_tied_is_copy(p)) t->layer_master[p->layer] += e;
         }
-        if (plait_tied_is_copy(p)) t->copy_numel = e;
-        else if (p->layer >= 0 && p->layer < m->n_layers) t->layer_numel[p->layer] += e;
+        if (plait_tied_is_copy(p)) {
+            t->copy_numel = e;
+        } else if (p->layer >= 0 && p->layer < m->n_layers) {
+            t->layer_numel[p->layer] += e;
+            double *big = p->flags & PLAIT_PARAM_EXPERT ? &t->layer_expert[p->layer] : &t->layer_tensor[p->layer];
+            if (e > *big) *big = e;
+        }
     }
     return t;
 }
@@ -394,6 +403,12 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
                 r->param_numel += e;
                 if (e > r->largest_layer_numel) r->largest_layer_numel = e;
+                /* its largest tensor's slice: a checkpoint's buffer (ckpt_cost.h) */
+                double big = t->layer_tensor[ly] > t->layer_expert[ly] / ep ? t->layer_tensor[ly]
+                                                                            : t->layer_expert[ly] / ep;
+                if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st && t->copy_numel > big)
+                    big = t->copy_numel;
+                if (big > r->largest_tensor_numel) r->largest_tensor_numel = big;
                 double train = 3.0 * f, again = 0;
                 if (ly >= 1 && ly <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
                 r->flops += (train + again) * tokens / tp;

@@ -243,6 +243,7 @@ static void test_ep_stages_match_plans(void **state) {
                           shape[st].act_bytes, plan[st].act_bytes);
             assert_true(shape[st].act_bytes == plan[st].act_bytes);
             assert_true(shape[st].param_numel == plan[st].param_numel);
+            assert_true(shape[st].largest_tensor_numel == plan[st].largest_tensor_numel);
             assert_true(shape[st].ep_bytes == plan[st].ep_bytes);
         }
     }
@@ -281,6 +282,48 @@ static void test_ep_checkpoint(void **state) {
         NEAR(k.sharded.rank0, want[i].rank0);
         NEAR(k.sharded.rank_max, want[i].rank0);
         NEAR(k.sharded.all_ranks, k.total);
+        plait_config_free(cfg);
+    }
+}
+
+/* What rank 0 holds more while saving moe-tiny (ckpt_cost.h's
+ * rank0_extra), against the buffers the saves allocate: the largest tensor
+ * is a block's stacked experts' c_fc or c_proj, 8 x 128 x 64 = 65536
+ * elements, of which rank 0 holds E / ep (ep 2: 32768; ep 4: 16384, as
+ * large as the token embedding's 256 x 64) or, at tp 2, each expert's half
+ * (32768). Gathered (run_ckpt.c): the full tensor, rank 0's slice and at tp
+ * 2 the two tp slices; sharded (run_ckpt_shard.c): its slice, whole under
+ * ZeRO-3 too (which exports ranges of it). */
+static void test_ep_checkpoint_buffers(void **state) {
+    (void)state;
+    plait_host_install();
+    static const struct {
+        const char *layout[3];
+        double gathered, sharded;
+    } want[] = {
+        {{"parallel.dp=4", "parallel.ep=2", "optim.plugin=adam"}, 4.0 * (65536 + 32768), 4.0 * 32768},
+        {{"parallel.dp=4", "parallel.ep=2", "optim.plugin=zero3"}, 4.0 * (65536 + 32768), 4.0 * 32768},
+        {{"parallel.dp=4", "parallel.ep=4", "optim.plugin=adam"}, 4.0 * (65536 + 16384), 4.0 * 16384},
+        {{"parallel.dp=2", "parallel.pp=2", "parallel.ep=2"}, 4.0 * (65536 + 32768), 4.0 * 32768},
+        {{"parallel.dp=2", "parallel.tp=2", "optim.plugin=adam"}, 4.0 * (65536 + 32768 + 2 * 32768), 4.0 * 32768},
+    };
+    plait_cluster c;
+    plait_cluster_default(&c);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char par[] = "parallel.plugin=hybrid", a[32], b[32], d[32];
+        snprintf(a, sizeof a, "%s", want[i].layout[0]);
+        snprintf(b, sizeof b, "%s", want[i].layout[1]);
+        snprintf(d, sizeof d, "%s", want[i].layout[2]);
+        char *over[] = {par, a, b, d};
+        plait_config *cfg = NULL;
+        assert_int_equal(load_moe(NULL, 4, over, &cfg), PLAIT_OK);
+        plait_cost_ckpt k;
+        assert_int_equal(plait_cost_ckpt_of_config(cfg, NULL, 0, &c, &k), PLAIT_OK);
+        print_message("%s %s %s: rank 0 holds %.0f bytes more gathered, %.0f sharded\n", a, b, d,
+                      k.gathered.rank0_extra, k.sharded.rank0_extra);
+        NEAR(k.largest, 65536.0);
+        NEAR(k.gathered.rank0_extra, want[i].gathered);
+        NEAR(k.sharded.rank0_extra, want[i].sharded);
         plait_config_free(cfg);
     }
 }
@@ -451,11 +494,17 @@ static void test_ep_zero_memory(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ep_step_time),    cmocka_unit_test(test_ep_stages),
-        cmocka_unit_test(test_tp_stages),       cmocka_unit_test(test_ep_search),
-        cmocka_unit_test(test_ep_weights_once), cmocka_unit_test(test_mixtral_published),
-        cmocka_unit_test(test_ep_zero_memory),  cmocka_unit_test(test_ep_stages_match_plans),
-        cmocka_unit_test(test_ep_checkpoint),   cmocka_unit_test(test_tp_expert_width),
+        cmocka_unit_test(test_ep_step_time),
+        cmocka_unit_test(test_ep_stages),
+        cmocka_unit_test(test_tp_stages),
+        cmocka_unit_test(test_ep_search),
+        cmocka_unit_test(test_ep_weights_once),
+        cmocka_unit_test(test_mixtral_published),
+        cmocka_unit_test(test_ep_zero_memory),
+        cmocka_unit_test(test_ep_stages_match_plans),
+        cmocka_unit_test(test_ep_checkpoint),
+        cmocka_unit_test(test_tp_expert_width),
+        cmocka_unit_test(test_ep_checkpoint_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
