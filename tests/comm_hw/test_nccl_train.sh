@@ -4,8 +4,9 @@
 # into every rank) carries the collectives and sends between the ranks'
 # processes, the sim test device holds the tensors (memory the host cannot
 # dereference: a host loop on it faults). Layouts dp 2 (adam), dp 2 (zero2),
-# pp 2, tp 2 and dp 2 x pp 2 (zero3) give losses bit-identical to, and
-# checkpoints byte-identical with, the same runs on the cpu device over tcp
+# pp 2 (1f1b, and gpipe and zb1 against it), tp 2 and dp 2 x pp 2 (zero3)
+# give losses bit-identical to, and checkpoints byte-identical with, the
+# same runs on the cpu device over tcp
 # (every reduction here is over 2 ranks, and a + b is one IEEE number
 # whatever the order). The stand-in's counters prove NCCL carried the
 # gradients (and the activations), so a run falling back to anything else
@@ -13,6 +14,7 @@
 # so the comparison can fail. A rank killed mid-step, or stopped (alive but
 # silent), ends the survivor with an error naming the step and the
 # operation: the stand-in's liveness check, or [comm] timeout; never a hang.
+# A pipeline of several chunks a stage is refused before any rank starts.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 # shellcheck source=tests/comm_hw/nccl_lib.sh
 source "$PLAIT_SOURCE_DIR/tests/comm_hw/nccl_lib.sh"
@@ -71,6 +73,33 @@ at_least pp2-nccl recv bytes $((2 * STEPS * 4 * 2 * 128 * 128 * 4))
 at_least tp2-nccl allreduce bytes $((2 * STEPS * P))
 at_least dp2pp2_zero3-nccl reduce_scatter bytes $((2 * STEPS * P / 2))
 at_least dp2pp2_zero3-nccl send calls $((4 * STEPS * 4))
+
+# pp 2 under the other schedules of one chunk a stage: gpipe and zb1 keep
+# the rule [grouping] of plait/comm.h (docs/transport.md, "Posting order"),
+# so over the stand-in, which completes a group as a whole, they end with
+# pp2's bits (the micro-batches' gradients summed in the same order)
+for sched in gpipe zb1; do
+  # shellcheck disable=SC2086
+  on_nccl "pp2_$sched-nccl" 2 $S parallel.plugin=pp parallel.dp=1 parallel.pp=2 data.micro_batch=2 \
+    parallel.pp.schedule=$sched
+  same_losses pp2-cpu "pp2_$sched-nccl" 0
+  cmp "$(last_ckpt pp2-cpu)/model.safetensors" "$(last_ckpt "pp2_$sched-nccl")/model.safetensors" ||
+    fail "pp2 $sched over nccl: the parameters differ from pp2's on cpu/tcp"
+  echo "pp2 $sched: over nccl bit-identical to 1f1b on cpu/tcp"
+done
+# several chunks a stage (interleaved) post in an order a batching
+# transport cannot complete: refused before any rank starts, naming the key
+pretend_driver 2
+if PLAIT_SIM_DEVICES=2 PLAIT_MOCK_GPUS=2 LD_PRELOAD=$MOCK_GPU_LIB "$PLAIT_BIN" train "$CFG" $S \
+  "run.out_dir=$E2E_WORK/interleaved" parallel.plugin=pp parallel.dp=1 parallel.pp=2 data.micro_batch=2 \
+  parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2 device.plugin=sim comm.plugin=nccl \
+  >"$E2E_WORK/interleaved.out" 2>&1; then
+  fail "interleaved over nccl was not refused"
+fi
+grep -qF "command line 'parallel.pp.virtual_stages=2': [parallel.pp] virtual_stages = 2 over [comm] plugin = nccl" \
+  "$E2E_WORK/interleaved.out" || fail "interleaved over nccl: unclear refusal: $(tail -n 3 "$E2E_WORK/interleaved.out")"
+! compgen -G "$E2E_WORK/interleaved/rank-*.log" >/dev/null || fail "interleaved over nccl: ranks were started"
+echo "interleaved over nccl: refused before any rank started"
 
 # The comparison can fail: the stand-in adds 1.0 to one element of the first
 # gradient allreduce's result on both ranks, and the run must differ.
