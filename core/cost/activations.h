@@ -170,7 +170,9 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
 /* Bytes of plait_cost_slot_bytes' block that a sparse block's slot does
  * not keep (model/model_slots.c): the dense MLP's products' parts, and
  * under bf16 activations its norm's bf16 output (model/moe_bf16.c
- * rebuilds it in float32). */
+ * rebuilds it in float32); under a split backward, the dense MLP's
+ * stashed output gradients (the sparse block keeps its own:
+ * plait_cost_moe_split_bytes). */
 double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
 
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
@@ -185,6 +187,12 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * the sparse halves' float32 norm output and its gradient,
  * model/moe_bf16.c); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+/* Bytes one sparse block's slot keeps between the halves of a split
+ * backward whatever [model] recompute drops (model/moe.c's kept_carve):
+ * the output gradients at its products, the block's, the router's
+ * logits', each of the B·T·k rows' at both expert products (llama: gate's
+ * and up's apart), the shared experts'; 0 without a split or experts. */
+double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and
  * held rows (the per-block counts above and plait_cost_held_bytes then

@@ -129,7 +129,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                     ? 0
                                     : plait_cost_held_bytes(moe, &s, ep) + plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
-                                  sparse * (moe_kept - plait_cost_sparse_unkept_bytes(&s)));
+                                  sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp) -
+                                            plait_cost_sparse_unkept_bytes(&s)));
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;

@@ -382,7 +382,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, ep) +
                                                                plait_cost_moe_acts_bytes(&m->moe, &s, tp)
                                                          : 0;
-                    r->act_bytes += live[c] * (kept - plait_cost_sparse_unkept_bytes(&s));
+                    r->act_bytes += live[c] * (kept + plait_cost_moe_split_bytes(&m->moe, &s, tp) -
+                                               plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
                 if (s.bf16) {

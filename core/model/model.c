@@ -384,12 +384,18 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
                                "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
                                (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
-    if (args->split_backward)
+    /* the sparse blocks' halves (moe.c) keep a source's rows only where
+     * they were routed: at ep > 1 a holder's weight half would need every
+     * source's; under bf16 activations the sparse half's float32 norm
+     * lives in a buffer the blocks share (moe_bf16.c) */
+    if (args->split_backward && (m->ep > 1 || m->bf16))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d: the sparse blocks run a one-pass backward, and this "
-                               "pipeline schedule splits it in two halves (zero-bubble); choose a schedule without "
-                               "the split (1f1b, interleaved, gpipe)",
-                               (int)E);
+                               "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two "
+                               "halves (zero-bubble), which the sparse blocks run at ep = 1 with float32 activations "
+                               "only, and this model has %s; choose a schedule without the split (1f1b, interleaved, "
+                               "gpipe)%s",
+                               (int)E, m->ep > 1 ? "ep > 1" : "bf16 activations",
+                               m->ep > 1 ? ", or ep = 1" : ", or [run] precision = fp32");
     if (!PLAIT_KERNELS_HAS_MOE(m->k))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: the device's kernel table has no mixture-of-experts "
@@ -641,8 +647,8 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
                             .dln1 = m->s_dln};
     const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
-    if (desc_block_sparse(m->desc, layer - 1)) /* one pass only: moe_setup refuses a split backward */
-        st = plait_moe_gpt_half_backward(m, s, layer, r, dy, dx);
+    if (desc_block_sparse(m->desc, layer - 1)) /* ln_2's gradient kept in the block's stash */
+        st = plait_moe_gpt_half_backward(m, s, layer, r, dy, dx, part, part == BWD_ALL ? NULL : &s->wg[layer - 1]);
     else st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
     if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
     return st;

@@ -557,13 +557,15 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
  * outputs, weighted by their gates and summed in the order of expert
  * index; res, out, dy and dln are this rank's R rows (m->R). The backward
  * reads dy = d(out) and overwrites dln with d(ln), summed over the tp
- * group (dln: room for BT rows); it adds every gradient of the block's MoE
- * parameters in the same call (one pass: a model with sparse blocks is
- * refused a split backward). */
+ * group (dln: room for BT rows); in one pass (BWD_ALL) it adds every
+ * gradient of the block's MoE parameters in the same call. A split
+ * backward (ep = 1): the input half writes dln and keeps the weight half's
+ * output gradients in the slot; the weight half reads ln, neither dy nor
+ * dln, and adds the gradients. */
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
                                float *out);
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
-                                float *dln);
+                                float *dln, bwd_part part);
 /* recompute = full: block `layer`'s router, permutation and experts
  * rerun over `ln` (the forward's), before its backward, into the buffers
  * its backward reads; nothing counted again, no combine. */
@@ -573,10 +575,11 @@ plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const
  * kept inputs by the forward's own calls, before its backward. */
 plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer);
 /* The gpt arch's sparse MLP half: ln_2 (LayerNorm) and the above; dr
- * (overwritten) = d(r) from dy. */
+ * (overwritten) = d(r) from dy, `part` of the backward, ln_2's output
+ * gradient kept in kept->dln2 between a split one's halves. */
 plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
 plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                         float *dr);
+                                         float *dr, bwd_part part, const block_grads *kept);
 /* A sparse block's MLP half under bf16 activations, either arch
  * (moe_bf16.c): its norm and the above in float32 between the float32
  * residual stream's rows r and y; dr (overwritten) = d(r) from dy. */

@@ -36,7 +36,7 @@ typedef struct plait_run_moe {
  * sharded checkpoint format; tp > 1, a device other than cpu; and, once
  * the plan is made, a schedule
  * that splits the backward (splits_backward:
- * plait_plan_splits_backward). */
+ * plait_plan_splits_backward) at ep > 1. */
 plait_status plait_run_moe_check_layout(const struct plait_run *run);
 plait_status plait_run_moe_check_plan(const struct plait_run *run, int splits_backward);
 /* The balancing moves each rank's copy of the selection bias after the

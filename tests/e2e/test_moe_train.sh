@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mixture-of-experts models ([model] moe_*) in training, deterministic
-# mode: dp, pp (1f1b, interleaved), dp x pp and ZeRO-1/3 give one process's loss curve and
+# mode: dp, pp (1f1b, interleaved, zb1 with the sparse blocks' backward
+# in two halves), dp x pp and ZeRO-1/3 give one process's loss curve and
 # final parameters bit for bit (the experts' gradients, the auxiliary
 # losses' and the selection bias moved after each step by the world's
 # counts), for the gpt and llama archs; a run resumes from another
@@ -12,19 +13,20 @@
 # ep not dividing dp x cp or moe_experts, top_k
 # above the experts, a moe key on a dense model, moe_bias_rate with ZeRO-3
 # or with ZeRO-1's bf16 parameter gather (which would undo the bias's
-# moves), a zero-bubble schedule.
+# moves), a zero-bubble schedule at ep > 1.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4 $MOE"
 train one $D
 train dp2 $D parallel.dp=2
 train pp2 $D parallel.plugin=hybrid parallel.pp=2
+train zb1 $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1
 train zero1 $D parallel.dp=2 optim.plugin=zero1
 train zero3 $D parallel.dp=2 optim.plugin=zero3 model.moe_bias_rate=0
 train one_nobias $D model.moe_bias_rate=0
 same_losses one_nobias zero3 0
 same_params one_nobias zero3 bits model
-for r in dp2 pp2 zero1; do same_losses one "$r" 0; same_params one "$r" bits model; done
+for r in dp2 pp2 zb1 zero1; do same_losses one "$r" 0; same_params one "$r" bits model; done
 train one4 $D model.n_layer=4
 train il $D model.n_layer=4 parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved \
   parallel.pp.virtual_stages=2
@@ -53,8 +55,8 @@ grep -qF "a mixture of experts (moe_experts = 4)" "$E2E_WORK/export.out" || fail
 CFG=$(dirname "$0")/llama.ini
 train lone $D
 train ldp2pp2 $D parallel.plugin=hybrid parallel.dp=2 parallel.pp=2
-same_losses lone ldp2pp2 0
-same_params lone ldp2pp2 bits model
+train lzb1 $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 model.recompute=selective
+for r in ldp2pp2 lzb1; do same_losses lone "$r" 0; same_params lone "$r" bits model; done
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
 
 # 40 steps: the loss falls; an expert taking nearly every token is named
@@ -90,8 +92,8 @@ refused "[model] moe_top_k = 5 is more than moe_experts = 4" $MOE model.moe_top_
 refused "[model] moe_router configures a mixture of experts, and this model has none" model.moe_router=sigmoid
 train_refused zero3bias "[model] moe_bias_rate = 0.001 with [optim] plugin = zero3" run.out_dir="$E2E_WORK/zero3bias" \
   $MOE parallel.dp=2 optim.plugin=zero3
-refused "moe_experts = 4: the sparse blocks run a one-pass backward" $MOE parallel.plugin=hybrid parallel.pp=2 \
-  parallel.pp.schedule=zb1
+refused "[parallel] ep = 2 with [model] moe_experts = 4: [parallel] plugin = hybrid plans a schedule that splits" \
+  $MOE parallel.plugin=hybrid parallel.dp=2 parallel.ep=2 parallel.pp=2 parallel.pp.schedule=zb1
 train_refused zero1bias "[model] moe_bias_rate = 0.001 with [optim.zero1] param_gather = bf16" \
   run.out_dir="$E2E_WORK/zero1bias" $MOE parallel.dp=2 optim.plugin=zero1 optim.zero1.param_gather=bf16
 echo "moe: layouts bit-identical, resume across layouts, routes counted, refusals named"

@@ -289,7 +289,7 @@ static void refused(const char *ini, const harness_opts *o, const char *want) {
 
 static void test_refused(void **state) {
     (void)state;
-    const harness_opts one = {.tp = 1, .max_slots = 1}, split = {.tp = 1, .max_slots = 1, .split_backward = 1};
+    const harness_opts one = {.tp = 1, .max_slots = 1};
     char ini[1024];
     snprintf(ini, sizeof ini, "%smoe_experts = 4\nmoe_top_k = 5\n", gpt_base);
     refused(ini, &one, "moe_top_k = 5 is more than moe_experts = 4");
@@ -300,8 +300,6 @@ static void test_refused(void **state) {
     snprintf(ini, sizeof ini, "%smoe_experts = 1\n", gpt_base);
     refused(ini, &one, "moe_experts = 1");
     refused("[model]\narch = mlp\nn_layer = 2\nmoe_experts = 4\n", &one, "arch = mlp has no MLP to make sparse");
-    snprintf(ini, sizeof ini, "%smoe_experts = 4\n", gpt_base);
-    refused(ini, &split, "splits it in two halves");
 }
 
 int main(void) {

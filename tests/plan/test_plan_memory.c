@@ -5,7 +5,7 @@
  * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, with experts too (llama full, gpt
- * selective), and zero-bubble's split
+ * selective, zb1: gpt, and llama under full), and zero-bubble's split
  * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
@@ -148,6 +148,19 @@ static const layout layouts[] = {
      * routing or experts' rows, one block's set is shared by all */
     {"cpu llama moe pp2 full",
      {"device.plugin=cpu", "model.arch=llama", "model.moe_experts=4", "model.moe_shared_experts=1", "parallel.pp=2",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
+    /* zero-bubble with experts: each slot's sparse blocks keep the output
+     * gradients at their products between the backward's halves, in
+     * place of the dense MLP's, whatever recompute drops */
+    {"cpu gpt moe pp2 zb1",
+     {"device.plugin=cpu", "model.moe_experts=4", "model.moe_ffn_hidden=64", "model.moe_shared_experts=1",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     0,
+     0},
+    {"cpu llama moe pp2 zb1 full",
+     {"device.plugin=cpu", "model.arch=llama", "model.moe_experts=4", "parallel.pp=2", "parallel.pp.schedule=zb1",
       "data.micro_batch=1", "model.recompute=full", NULL},
      0,
      0},
