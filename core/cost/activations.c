@@ -271,13 +271,12 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
 /* n floats rounded up to 64 (256 bytes), as moe.c's kept_carve lays each part out */
 static double r64(double n) { return ceil(n / 64) * 64; }
 
-double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0 || !s->split) return 0;
     const double N = s->B * s->T, Nk = N * (double)moe->k, C = s->C;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp, two = moe->llama ? 2 : 1;
-    const double f = r64(N * C) + r64(N * (double)moe->E) + r64(Nk * C) + two * r64(Nk * F) +
-                     (SF > 0 ? two * r64(N * SF) : 0);
-    return 4 * f;
+    const double rows = ep > 1 ? 0 : r64(Nk * C) + two * r64(Nk * F); /* at ep > 1 the holders' */
+    return 4 * (r64(N * C) + r64(N * (double)moe->E) + rows + (SF > 0 ? two * r64(N * SF) : 0));
 }
 
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
@@ -313,7 +312,10 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
     /* the device rows (their gradients in the backward's scratch,
      * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
-    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F) + 72 + sizeof(int32_t) * (double)moe->E;
+    /* under a split backward each row's output gradients beside it
+     * (moe_ep.c's held_kept: C, and F a first product) */
+    const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * (double)moe->F : 0;
+    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F + kept) + 72 + sizeof(int32_t) * (double)moe->E;
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

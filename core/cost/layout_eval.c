@@ -325,7 +325,6 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
     col.cfg = cfg;
     if (st == PLAIT_OK &&
         (plait_cost_ep_refuses(l, plait_config_int(cfg, "model", "moe_experts"), out->why, sizeof out->why) ||
-         plait_cost_split_refuses(l, plait_config_int(cfg, "model", "moe_experts"), out->why, sizeof out->why) ||
          plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why) ||
          plait_cost_cp_refuses(l, plait_config_int(cfg, "model", "block_size"),
                                strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0, out->why,

@@ -430,15 +430,6 @@ const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, c
     return why;
 }
 
-const char *plait_cost_split_refuses(const plait_cost_layout *l, int64_t experts, char *why, size_t len) {
-    if (experts <= 0 || l->ep <= 1 || strcmp(l->schedule, "zb1") != 0) return NULL;
-    snprintf(why, len,
-             "[parallel] ep = %d with schedule zb1: the sparse blocks split their backward in two halves at ep = 1 "
-             "only (allowed with ep > 1: gpipe, 1f1b, interleaved)",
-             l->ep);
-    return why;
-}
-
 int plait_cost_layout_cp(const plait_cost_layout *l) { return l->cp > 1 ? l->cp : 1; }
 
 int plait_cost_layout_ranks(const plait_cost_layout *l) { return l->dp * plait_cost_layout_cp(l) * l->tp * l->pp; }

@@ -216,11 +216,6 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
                                       plait_cost_mem *per_rank, int cap, int *n);
 
-/* Why layout `l`'s pipeline schedule cannot run a model with `experts`
- * routed experts (written to why, returned), or NULL: zb1 splits the
- * backward, which the sparse blocks do at ep = 1 only (model/moe.c). */
-const char *plait_cost_split_refuses(const plait_cost_layout *l, int64_t experts, char *why, size_t len);
-
 /* Why layout `l`'s sequence parallelism cannot split a sequence of T
  * tokens (written to why, returned), or NULL: it needs tp > 1 and T
  * divisible by tp (with context parallelism, T / cp: a cp rank's share). */

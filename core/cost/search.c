@@ -90,10 +90,6 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
         family_of(l, o, family, flen);
         return 1;
     }
-    if (plait_cost_split_refuses(l, axes->experts, why, wlen)) {
-        family_of(l, " zb1", family, flen);
-        return 1;
-    }
     plait_batch b;
     if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
         snprintf(why, wlen, "%s", plait_last_error());

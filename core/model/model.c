@@ -384,18 +384,16 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
                                "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
                                (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
-    /* the sparse blocks' halves (moe.c) keep a source's rows only where
-     * they were routed: at ep > 1 a holder's weight half would need every
-     * source's; under bf16 activations the sparse half's float32 norm
-     * lives in a buffer the blocks share (moe_bf16.c) */
-    if (args->split_backward && (m->ep > 1 || m->bf16))
+    /* under bf16 activations a sparse half's float32 norm output and its
+     * gradient live in buffers the sparse blocks share (moe_bf16.c), which
+     * a weight half run after other blocks' input halves would not find */
+    if (args->split_backward && m->bf16)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two "
-                               "halves (zero-bubble), which the sparse blocks run at ep = 1 with float32 activations "
-                               "only, and this model has %s; choose a schedule without the split (1f1b, interleaved, "
-                               "gpipe)%s",
-                               (int)E, m->ep > 1 ? "ep > 1" : "bf16 activations",
-                               m->ep > 1 ? ", or ep = 1" : ", or [run] precision = fp32");
+                               "halves (zero-bubble), which the sparse blocks run with float32 activations only, and "
+                               "this bf16 run keeps bf16 activations; choose a schedule without the split (1f1b, "
+                               "interleaved, gpipe), or [run] precision = fp32",
+                               (int)E);
     if (!PLAIT_KERNELS_HAS_MOE(m->k))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: the device's kernel table has no mixture-of-experts "

@@ -63,9 +63,10 @@
  * keeps in the slot the output gradient at each product (the block's
  * output's, the router's logits', each permuted row's at both expert
  * products, the shared experts'), from which the weight half runs the
- * products' weight halves: one pass's bits. At ep > 1 a holder's weight
- * gradients read the rows its sources sent, so the split would keep every
- * source's rows and their gradients until the weight half; not built.
+ * products' weight halves: one pass's bits. At ep > 1 the rows' output
+ * gradients are kept where their weight halves run, on the expert's
+ * holder, beside the rows it holds for its sources (moe_ep.c); the
+ * weight half trades nothing.
  *
  * Under recompute = full a slot keeps none of this: every sparse block's
  * forward writes one block's buffers the model shares (m->moe_rc) and frees
@@ -131,7 +132,7 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
  * slot holds them whatever [model] recompute drops: the products they
  * feed run after later blocks' input halves, which overwrite the shared
  * scratch. */
-static size_t kept_carve(const moe_dims *d, float *base, moe_acts *a) {
+static size_t kept_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     const int64_t N = d->N, Nk = d->N * d->k;
     const int llama = d->nt == MOE_LLAMA_TENSORS;
     size_t at = 0;
@@ -144,9 +145,11 @@ static size_t kept_carve(const moe_dims *d, float *base, moe_acts *a) {
     if (!a) a = &z;
     TAKE(a->kdy, N * d->C);
     TAKE(a->kdlogits, N * d->E);
-    TAKE(a->krdy, Nk * d->C);
-    TAKE(a->krd2, Nk * d->F);
-    if (llama) TAKE(a->krd3, Nk * d->F);
+    if (ep == 1) { /* at ep > 1 the holders keep the rows' (moe_ep.c) */
+        TAKE(a->krdy, Nk * d->C);
+        TAKE(a->krd2, Nk * d->F);
+        if (llama) TAKE(a->krd3, Nk * d->F);
+    }
     if (d->SF > 0) TAKE(a->ksd2, N * d->SF);
     if (d->SF > 0 && llama) TAKE(a->ksd3, N * d->SF);
 #undef TAKE
@@ -166,7 +169,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
         const moe_dims d = plait_moe_dims(m);
-        const size_t per = acts_carve(&d, NULL, NULL), kept = d.split ? kept_carve(&d, NULL, NULL) : 0;
+        const size_t per = acts_carve(&d, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
@@ -190,7 +193,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
                 moe_acts *x = &s->moe[l];
                 at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
-                if (kept) kat += kept_carve(&d, s->moe_mem + kat, x);
+                if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
                 x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
                 float *act = d.sel ? m->moe_rc + d.N * d.k * d.F : NULL; /* the routed experts', then the shared */
                 if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
@@ -349,17 +352,21 @@ static plait_status gate_grads_tp(plait_model *m, const moe_dims *d, double *dga
  * output gradients its input half kept (a->k*) and the forward's kept
  * inputs, by plait_moe_backward's own products without their input
  * gradients, so the two halves add one pass's bits. Reads no parameter. */
-static plait_status moe_weight(plait_model *m, const moe_acts *a, int32_t layer, const float *ln) {
+static plait_status moe_weight(plait_model *m, model_slot *s, const moe_acts *a, int32_t layer, const float *ln) {
     const moe_dims d = plait_moe_dims(m);
     float *g[MOE_EXPERTS + 2 * MOE_GPT_TENSORS];
     int nt;
+    moe_scratch sc = {0};
     plait_status st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
+    if (st == PLAIT_OK && m->ep > 1) st = scratch_get(m, &sc); /* the sources' gradients apart */
     if (st != PLAIT_OK) return st;
     if (d.SF > 0) {
         const mlp_w gw = plait_moe_expert_w(&d, g, -1);
         plait_moe_mlp_weight(m, &d, &gw, ln, a->su, a->sa, a->kdy, a->ksd2, a->ksd3, d.N, d.SF);
     }
-    plait_moe_group_weight(m, &d, g, a->hoff, a);
+    if (m->ep == 1) plait_moe_group_weight(m, &d, g, a->hoff, a);
+    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, NULL, g, &sc, BWD_WEIGHT)) != PLAIT_OK) return st;
+    if (keeps_none(m)) plait_moe_held_drop(m, s, layer); /* kept through the input half for this one */
     m->k->matmul_backward(NULL, g[MOE_ROUTER], NULL, a->kdlogits, ln, NULL, d.N, d.C, d.E);
     return PLAIT_OK;
 }
@@ -372,12 +379,11 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (!a || !a->logits)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of sparse block %s before its forward",
                                plait_model_layer_name(m, layer));
-    if (part != BWD_ALL && (m->ep > 1 || !a->kdy))
+    if (part != BWD_ALL && !a->kdy)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: sparse block %s's backward in two halves needs a model laid out for it at "
-                               "ep = 1 (this one: ep = %d)",
-                               plait_model_layer_name(m, layer), (int)m->ep);
-    if (part == BWD_WEIGHT) return moe_weight(m, a, layer, ln);
+                               "model: sparse block %s's backward in two halves needs a model laid out for it",
+                               plait_model_layer_name(m, layer));
+    if (part == BWD_WEIGHT) return moe_weight(m, s, a, layer, ln);
     /* one pass: every product's input and weight gradients in one call;
      * the input half: the input gradients, with the output gradients the
      * weight half reads kept in the slot (g stays NULL: no gradient is
@@ -409,14 +415,14 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
                              md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
     if (!one) m->k->copy(a->kdlogits, sc.dlogits, (size_t)(N * d.E));
     if (m->ep == 1) plait_moe_group_backward(m, &d, t, g, a->hoff, a, &sc);
-    if (!one) { /* the rows' output gradients at each product */
+    if (!one && m->ep == 1) { /* the rows' output gradients at each product (at ep > 1 their holder's) */
         const int64_t rows = a->hoff[d.E];
         m->k->copy(a->krdy, sc.dy, (size_t)(rows * C));
         m->k->copy(a->krd2, sc.d2, (size_t)(rows * d.F));
         if (a->krd3) m->k->copy(a->krd3, sc.d3, (size_t)(rows * d.F));
     }
-    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
-    if (keeps_none(m)) plait_moe_held_drop(m, s, layer);
+    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc, part)) != PLAIT_OK) return st;
+    if (keeps_none(m) && one) plait_moe_held_drop(m, s, layer); /* split: the weight half drops them */
     /* un-permute: each token's routes added in the order of expert index */
     m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
     /* the router: its input's gradient (and in one pass its weight's), added last */

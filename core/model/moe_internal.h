@@ -125,9 +125,13 @@ plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, 
                                   float *const *t, const float *ln);
 /* The backward's experts at ep > 1: the rows' gradients to their holders,
  * each source's weight gradients apart, added over the sources in the
- * summation tree's order into g, the input gradients back into sc->dx. */
+ * summation tree's order into g, the input gradients back into sc->dx.
+ * Split (moe_dims.split): the input half trades both ways and keeps the
+ * held rows' output gradients beside them (g unread); the weight half
+ * trades nothing, adds the sources' gradients from what was kept, and
+ * reads neither t nor sc->dy. */
 plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
-                                   float *const *t, float *const *g, const moe_scratch *sc);
+                                   float *const *t, float *const *g, const moe_scratch *sc, bwd_part part);
 /* recompute = selective at ep > 1: the held rows' activation function
  * outputs rebuilt (before the block's backward). */
 plait_status plait_moe_ep_act_rerun(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d);

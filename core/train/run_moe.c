@@ -126,22 +126,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
     return PLAIT_OK;
 }
 
-plait_status plait_run_moe_check_plan(const plait_run *run, int splits_backward) {
-    const int64_t E = plait_config_int(run->cfg, "model", "moe_experts");
-    const int ep = run->world.mesh.ep;
-    /* at ep 1 the sparse blocks split their backward (model/moe.c); at
-     * ep > 1 a holder's weight half would read the rows every source sent */
-    if (E == 0 || !splits_backward || ep == 1) return PLAIT_OK;
-    const char *where = "";
-    plait_config_origin(run->cfg, "parallel", "ep", &where);
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [parallel] ep = %d with [model] moe_experts = %lld: [parallel] plugin = %s plans a "
-                           "schedule that splits the backward in two halves (zero-bubble), which the sparse blocks "
-                           "run at ep = 1 only; choose ep = 1, or a schedule without the split (1f1b, interleaved, "
-                           "gpipe)",
-                           where, ep, (long long)E, plait_config_str(run->cfg, "parallel", "plugin"));
-}
-
 plait_status plait_run_moe_check_optim(const plait_run *run) {
     const int ep = run->world.mesh.ep;
     /* an optimizer that reduces the gradients itself must know the group

@@ -32,13 +32,9 @@ typedef struct plait_run_moe {
 /* The layout a model's experts need, refused before any rank starts
  * (config check and train's preflight) naming the keys and what would
  * work: [parallel] ep > 1 with a model without experts, an ep not dividing
- * moe_experts, or, for now, with tp, an optimizer other than adam or a
- * sharded checkpoint format; tp > 1, a device other than cpu; and, once
- * the plan is made, a schedule
- * that splits the backward (splits_backward:
- * plait_plan_splits_backward) at ep > 1. */
+ * moe_experts, an ep above PLAIT_MODEL_MAX_EP, ep > 1 with tp > 1, a
+ * moe_ffn_hidden tp does not divide. */
 plait_status plait_run_moe_check_layout(const struct plait_run *run);
-plait_status plait_run_moe_check_plan(const struct plait_run *run, int splits_backward);
 /* The balancing moves each rank's copy of the selection bias after the
  * optimizer step: refused with an optimizer that owns the parameters
  * (ZeRO-3, whose ranks hold shards) or gathers the model's copy from float32

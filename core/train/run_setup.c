@@ -139,7 +139,6 @@ plait_status plait_run_load_parallel(plait_run *run) {
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
-    if ((st = plait_run_moe_check_plan(run, plait_plan_splits_backward(&run->work.plan))) != PLAIT_OK) return st;
     run->work.stage = run->world.mesh.pp_rank;
     int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)

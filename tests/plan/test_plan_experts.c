@@ -2,9 +2,7 @@
  * Expert parallelism in the cost model against hand-computed cases: the
  * all-to-alls on the ep group's link, the experts' gradients reduced over
  * edp (dp x cp / ep) instead of dp x cp, a rank's experts' parameters
- * divided by ep and the rows it holds for other ranks' tokens; train's
- * refusals the search applies (tp with ep, an ep not dividing the experts,
- * zb1 at ep > 1).
+ * divided by ep and the rows it holds for other ranks' tokens.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -201,15 +199,6 @@ static void test_ep_search(void **state) {
     bad.ep = 3;
     assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
     assert_null(plait_cost_ep_refuses(&l, 8, why, sizeof why));
-    /* zb1 splits the sparse blocks' backward at ep 1 only */
-    bad = l;
-    snprintf(bad.schedule, sizeof bad.schedule, "zb1");
-    assert_non_null(plait_cost_split_refuses(&bad, 8, why, sizeof why));
-    assert_non_null(strstr(why, "zb1"));
-    assert_null(plait_cost_split_refuses(&bad, 0, why, sizeof why));
-    bad.ep = 1;
-    assert_null(plait_cost_split_refuses(&bad, 8, why, sizeof why));
-    assert_null(plait_cost_split_refuses(&l, 8, why, sizeof why));
     plait_config_free(cfg);
 }
 

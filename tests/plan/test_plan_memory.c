@@ -180,6 +180,13 @@ static const layout layouts[] = {
       "model.moe_ffn_hidden=48", NULL},
      0,
      0},
+    /* the same under zb1 at pp 2: each holder keeps its held rows' output
+     * gradients beside them to the weight half */
+    {"cpu moe dp2 ep2 pp2 zb1 balanced",
+     {"device.plugin=cpu", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.moe_top_k=2",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", NULL},
+     0,
+     0},
     /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of
      * them over the 2 ranks holding the same experts, the dense ones' over
      * 4; the sparse blocks' activations (rows per expert as the router
