@@ -184,6 +184,9 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
                                    (int)i, (int)p->index, (int)d->spec.n_params);
         m->param[p->index] = p;
     }
+    /* the description's buffers are the model's own, whatever the set lists */
+    plait_status bst = plait_model_buffers_setup(m);
+    if (bst != PLAIT_OK) return bst;
     m->tp = 1;
     m->tp_rank = 0;
     m->ep = 1;
@@ -421,11 +424,13 @@ void plait_model_moe_take(plait_model *m, double *counts, double *totals) {
 plait_status plait_model_moe_balance(plait_model *m, const double *counts) {
     const moe_desc *md = &m->desc->moe;
     if (md->experts == 0 || md->bias_rate <= 0) return PLAIT_OK;
-    for (int32_t l = 0; l < m->desc->n_layer; l++) {
+    float *bias = malloc((size_t)md->experts * sizeof *bias);
+    if (!bias) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory moving the selection bias");
+    plait_status st = PLAIT_OK;
+    for (int32_t l = 0; st == PLAIT_OK && l < m->desc->n_layer; l++) {
         if (!desc_block_sparse(m->desc, l) || !m->local_layer[l + 1]) continue;
-        float *bias;
-        plait_status st = plait_model_tensors(m, PARAM_DATA, l + 1, m->desc->moe_first[l] + MOE_BIAS, 1, &bias);
-        if (st != PLAIT_OK) return st;
+        const int32_t gi = m->desc->moe_first[l] + MOE_BIAS; /* a buffer: the model's, whole */
+        if ((st = plait_model_buffer_read(m, gi, bias)) != PLAIT_OK) break;
         const double *c = counts + (size_t)l * (size_t)md->experts;
         double mean = 0.0;
         for (int32_t e = 0; e < md->experts; e++) mean += c[e];
@@ -433,8 +438,10 @@ plait_status plait_model_moe_balance(plait_model *m, const double *counts) {
         /* DeepSeek-V3: an expert below the mean load gains, above it loses */
         for (int32_t e = 0; e < md->experts; e++)
             bias[e] += (float)(c[e] < mean ? md->bias_rate : c[e] > mean ? -md->bias_rate : 0.0);
+        st = plait_model_buffer_write(m, gi, bias);
     }
-    return PLAIT_OK;
+    free(bias);
+    return st;
 }
 
 plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
@@ -532,6 +539,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_held_act);
     plait_device_free(m->moe_held_grads);
     plait_device_free(m->moe_bf16_mem);
+    plait_model_buffers_free(m);
     free(m->moe_counts);
     free(m->wbf);
     free(m->wbf_kept);

@@ -338,6 +338,12 @@ struct plait_model {
     int cp_wire_bf16; /* a bf16 run: the ring's K|V blocks travel as bf16 (ring_attention.c) */
     float *ring_mem; /* the ring's K/V blocks, their gradients and row sums (device memory) */
     size_t ring_bytes;
+    /* the description's buffers on this rank's layers (model_buffers.c):
+     * their entries by global index (data in buffer_mem, no grad; the
+     * others zero), m->param pointing at them */
+    plait_param *buffers;
+    float *buffer_mem;
+    size_t buffer_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,
      * allocated on first use, and what the forwards routed since the
      * trainer last took it (plait_model_moe_take) */
@@ -419,6 +425,13 @@ plait_status plait_model_param_missing(const plait_model *m, int32_t gi, int32_t
 static inline void plait_model_keep(plait_model *m, float *dst, const float *src, size_t n) {
     if (dst != src) m->k->copy(dst, src, n);
 }
+
+/* The model's buffers (model_buffers.c): storage for the description's
+ * PLAIT_PARAM_BUFFER tensors of local layers, zeroed, m->param set to
+ * them (after the parameter set's entries: a set that lists one is not
+ * read for it); freed with the model. */
+plait_status plait_model_buffers_setup(plait_model *m);
+void plait_model_buffers_free(plait_model *m);
 
 /* Activation memory (model_slots.c). Slot `slot`, allocated on first use
  * (with the shared recompute buffers); the backward scratch, allocated on

@@ -252,6 +252,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     /* Core-owned parameters are filled here; an optimizer owning them fills
      * its shards in materialize() from the same source. */
     if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
+    if (st == PLAIT_OK) st = plait_run_source_fill_buffers(run, &source);
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
     if (st == PLAIT_OK && run->parallel.ops->bind) {
         plait_parallel_bind bind = {.struct_size = sizeof bind,
