@@ -475,6 +475,8 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
     const plait_param *local = NULL;
     for (int32_t i = 0; i < s->local->n_params && !local; i++)
         if (s->local->params[i].index == param_index) local = &s->local->params[i];
+    /* a model buffer is in no parameter set: read whole (its unsplit shard) */
+    if (!local && (s->spec->params[param_index].flags & PLAIT_PARAM_BUFFER)) local = &s->spec->params[param_index];
     if (!local)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint source: parameter %s is not held by this rank",
                                s->spec->params[param_index].name);

@@ -270,6 +270,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         plait_model_create_args args = {.plan = &run.work.plan, .stage = 0, .params = &run.params.set, .max_slots = 1};
         st = plait_model_create(run.model.desc, &args, &run.model.instance);
     }
+    if (st == PLAIT_OK) st = plait_run_source_fill_buffers(&run, &src); /* the routers' selection bias */
     int32_t V = run.model.spec ? run.model.spec->vocab_size : 0, T = run.model.block_size;
     int64_t n = 0;
     if (st == PLAIT_OK) st = open_tokenizer(o, ck, &tok);

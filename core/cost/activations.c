@@ -243,13 +243,19 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
 
 double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s) {
     const double BT = s->B * s->T, Rq = BT / seq_cut(s), sel = s->recompute == 1;
-    if (s->recompute == 2) return 0; /* full: the parts are the shared buffers */
+    if (s->recompute == 2) /* full: the parts are the shared buffers, the stash as below */
+        return !s->split || s->bf16 ? 0 : 4 * (al(BT * s->C) + (s->llama ? 2 : 1) * al(BT * s->Fl));
     /* llama: gate's, up's and SwiGLU's outputs (bf16: gate|up as one, and
      * the norm's bf16 output); gpt: c_fc's and GELU's outputs (bf16: and
      * ln_2's bf16 output); selective shares SwiGLU's and GELU's */
     const double ln = s->bf16 ? bh(Rq * s->C) : 0, F = s->bf16 ? bh(BT * s->Fl) : al(BT * s->Fl);
     const double gate_up = s->llama ? (s->bf16 ? bh(BT * 2 * s->Fl) : 2 * F) : F;
-    return 4 * (ln + gate_up + (sel ? 0 : F));
+    /* stash_carve's float32 dy and dfch (llama: and dgate; gpt: dfch lent
+     * by c_fc's output at recompute none) */
+    const double stash = !s->split || s->bf16 ? 0
+                         : s->llama           ? al(BT * s->C) + 2 * al(BT * s->Fl)
+                                              : al(BT * s->C) + (s->recompute == 0 ? 0 : al(BT * s->Fl));
+    return 4 * (ln + gate_up + (sel ? 0 : F) + stash);
 }
 
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
@@ -260,6 +266,17 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
     double f = 2 * N * E + N + E + 4 * Nk + E + 1 + 2 * Nk * C + acts * Nk * F;
     if (SF > 0) f += acts * N * SF + N * C;
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
+}
+
+/* n floats rounded up to 64 (256 bytes), as moe.c's kept_carve lays each part out */
+static double r64(double n) { return ceil(n / 64) * 64; }
+
+double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
+    if (!moe || moe->E <= 0 || !s->split) return 0;
+    const double N = s->B * s->T, Nk = N * (double)moe->k, C = s->C;
+    const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp, two = moe->llama ? 2 : 1;
+    const double rows = ep > 1 ? 0 : r64(Nk * C) + two * r64(Nk * F); /* at ep > 1 the holders' */
+    return 4 * (r64(N * C) + r64(N * (double)moe->E) + rows + (SF > 0 ? two * r64(N * SF) : 0));
 }
 
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
@@ -295,7 +312,10 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
     /* the device rows (their gradients in the backward's scratch,
      * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
-    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F) + 72 + sizeof(int32_t) * (double)moe->E;
+    /* under a split backward each row's output gradients beside it
+     * (moe_ep.c's held_kept: C, and F a first product) */
+    const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * (double)moe->F : 0;
+    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F + kept) + 72 + sizeof(int32_t) * (double)moe->E;
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -162,7 +162,9 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
  * output, C wide, its three F-wide hidden tensors (two under selective),
  * float32; in host memory the block's 72-byte head and the E int32 row
  * counts, as held_alloc allocates them; the rows' gradients are in the
- * backward's scratch, plait_cost_moe_scratch_bytes). Balanced
+ * backward's scratch, plait_cost_moe_scratch_bytes, but under a split
+ * backward each row's output gradients at its products, C and F wide
+ * (llama: C and 2F), kept beside it to the weight half). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
@@ -170,7 +172,9 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
 /* Bytes of plait_cost_slot_bytes' block that a sparse block's slot does
  * not keep (model/model_slots.c): the dense MLP's products' parts, and
  * under bf16 activations its norm's bf16 output (model/moe_bf16.c
- * rebuilds it in float32). */
+ * rebuilds it in float32); under a split backward, the dense MLP's
+ * stashed output gradients (the sparse block keeps its own:
+ * plait_cost_moe_split_bytes). */
 double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
 
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
@@ -185,6 +189,13 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * the sparse halves' float32 norm output and its gradient,
  * model/moe_bf16.c); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+/* Bytes one sparse block's slot keeps between the halves of a split
+ * backward whatever [model] recompute drops (model/moe.c's kept_carve):
+ * the output gradients at its products, the block's, the router's
+ * logits', each of the B·T·k rows' at both expert products (llama: gate's
+ * and up's apart; at ep > 1 the holder keeps those, plait_cost_held_bytes),
+ * the shared experts'; 0 without a split or experts. */
+double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and
  * held rows (the per-block counts above and plait_cost_held_bytes then

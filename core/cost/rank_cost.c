@@ -125,12 +125,15 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         }
         if (peak < 1) peak = 1;
         /* recompute = full: a sparse block's routing and experts' rows
-         * live only from its rerun to its backward, in one set (below) */
+         * live only from its rerun to its backward, in one set (below);
+         * a split backward keeps the held rows to its weight half (counted
+         * for every live slot: a bound) */
         const double moe_kept = s.recompute == 2
-                                    ? 0
+                                    ? (s.split ? plait_cost_held_bytes(moe, &s, ep) : 0)
                                     : plait_cost_held_bytes(moe, &s, ep) + plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
-                                  sparse * (moe_kept - plait_cost_sparse_unkept_bytes(&s)));
+                                  sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp, ep) -
+                                            plait_cost_sparse_unkept_bytes(&s)));
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;

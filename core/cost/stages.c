@@ -387,11 +387,14 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
-                    /* recompute = full: held only from its rerun to its backward (shared below) */
+                    /* recompute = full: held only from its rerun to its backward (shared below),
+                     * under a split backward to its weight half (a bound, as rank_cost.c) */
                     const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, ep) +
                                                                plait_cost_moe_acts_bytes(&m->moe, &s, tp)
-                                                         : 0;
-                    r->act_bytes += live[c] * (kept - plait_cost_sparse_unkept_bytes(&s));
+                                        : s.split ? plait_cost_held_bytes(&m->moe, &s, ep)
+                                                  : 0;
+                    r->act_bytes += live[c] * (kept + plait_cost_moe_split_bytes(&m->moe, &s, tp, ep) -
+                                               plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
                 if (s.bf16) {

@@ -253,16 +253,23 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
     if (st != PLAIT_OK) return st;
     const float *x = s->bound[layer - 1];
     const block_grads *stash = part == BWD_ALL ? NULL : &s->wg[layer - 1];
+    const int sparse = desc_block_sparse(m->desc, layer - 1);
     if (part == BWD_WEIGHT) {
-        st = mlp_weight(m, layer, a, g, stash);
+        if (sparse) { /* the experts' gradients (moe.c), then the MLP norm's from its kept output gradient */
+            st = plait_moe_backward(m, s, layer, a->ln2, NULL, NULL, BWD_WEIGHT);
+            if (st == PLAIT_OK)
+                st = norm_backward(m, NULL, NULL, g[LP_MLP_NORM], stash->dln2, a->res2, NULL, a->ln2_rstd, layer);
+        } else st = mlp_weight(m, layer, a, g, stash);
         return st != PLAIT_OK ? st : attention_weight(m, layer, a, g, x, stash);
     }
     float *dx = s->gbuf[(layer - 1) & 1], *const *gw = part == BWD_ALL ? g : NULL;
-    if (desc_block_sparse(m->desc, layer - 1)) { /* one pass only: model.c refuses a split backward */
+    if (sparse) {
         const float *dy = s->gbuf[layer & 1];
-        st = plait_moe_backward(m, s, layer, a->ln2, dy, m->s_dln);
+        st = plait_moe_backward(m, s, layer, a->ln2, dy, m->s_dln, part);
+        if (st == PLAIT_OK && stash) m->k->copy(stash->dln2, m->s_dln, (size_t)(m->R * m->C));
         if (st == PLAIT_OK)
-            st = norm_backward(m, dx, dy, g[LP_MLP_NORM], m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, layer);
+            st = norm_backward(m, dx, dy, gw ? gw[LP_MLP_NORM] : NULL, m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd,
+                               layer);
     } else st = mlp_input(m, layer, a, p, gw, s->gbuf[layer & 1], dx, stash);
     return st != PLAIT_OK ? st : attention_input(m, layer, a, p, gw, x, dx, stash);
 }

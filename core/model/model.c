@@ -184,6 +184,9 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
                                    (int)i, (int)p->index, (int)d->spec.n_params);
         m->param[p->index] = p;
     }
+    /* the description's buffers are the model's own, whatever the set lists */
+    plait_status bst = plait_model_buffers_setup(m);
+    if (bst != PLAIT_OK) return bst;
     m->tp = 1;
     m->tp_rank = 0;
     m->ep = 1;
@@ -384,11 +387,15 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
                                "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
                                (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
-    if (args->split_backward)
+    /* under bf16 activations a sparse half's float32 norm output and its
+     * gradient live in buffers the sparse blocks share (moe_bf16.c), which
+     * a weight half run after other blocks' input halves would not find */
+    if (args->split_backward && m->bf16)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d: the sparse blocks run a one-pass backward, and this "
-                               "pipeline schedule splits it in two halves (zero-bubble); choose a schedule without "
-                               "the split (1f1b, interleaved, gpipe)",
+                               "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two "
+                               "halves (zero-bubble), which the sparse blocks run with float32 activations only, and "
+                               "this bf16 run keeps bf16 activations; choose a schedule without the split (1f1b, "
+                               "interleaved, gpipe), or [run] precision = fp32",
                                (int)E);
     if (!PLAIT_KERNELS_HAS_MOE(m->k))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -417,11 +424,13 @@ void plait_model_moe_take(plait_model *m, double *counts, double *totals) {
 plait_status plait_model_moe_balance(plait_model *m, const double *counts) {
     const moe_desc *md = &m->desc->moe;
     if (md->experts == 0 || md->bias_rate <= 0) return PLAIT_OK;
-    for (int32_t l = 0; l < m->desc->n_layer; l++) {
+    float *bias = malloc((size_t)md->experts * sizeof *bias);
+    if (!bias) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory moving the selection bias");
+    plait_status st = PLAIT_OK;
+    for (int32_t l = 0; st == PLAIT_OK && l < m->desc->n_layer; l++) {
         if (!desc_block_sparse(m->desc, l) || !m->local_layer[l + 1]) continue;
-        float *bias;
-        plait_status st = plait_model_tensors(m, PARAM_DATA, l + 1, m->desc->moe_first[l] + MOE_BIAS, 1, &bias);
-        if (st != PLAIT_OK) return st;
+        const int32_t gi = m->desc->moe_first[l] + MOE_BIAS; /* a buffer: the model's, whole */
+        if ((st = plait_model_buffer_read(m, gi, bias)) != PLAIT_OK) break;
         const double *c = counts + (size_t)l * (size_t)md->experts;
         double mean = 0.0;
         for (int32_t e = 0; e < md->experts; e++) mean += c[e];
@@ -429,8 +438,10 @@ plait_status plait_model_moe_balance(plait_model *m, const double *counts) {
         /* DeepSeek-V3: an expert below the mean load gains, above it loses */
         for (int32_t e = 0; e < md->experts; e++)
             bias[e] += (float)(c[e] < mean ? md->bias_rate : c[e] > mean ? -md->bias_rate : 0.0);
+        st = plait_model_buffer_write(m, gi, bias);
     }
-    return PLAIT_OK;
+    free(bias);
+    return st;
 }
 
 plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
@@ -528,6 +539,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_held_act);
     plait_device_free(m->moe_held_grads);
     plait_device_free(m->moe_bf16_mem);
+    plait_model_buffers_free(m);
     free(m->moe_counts);
     free(m->wbf);
     free(m->wbf_kept);
@@ -641,8 +653,8 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
                             .dln1 = m->s_dln};
     const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
-    if (desc_block_sparse(m->desc, layer - 1)) /* one pass only: moe_setup refuses a split backward */
-        st = plait_moe_gpt_half_backward(m, s, layer, r, dy, dx);
+    if (desc_block_sparse(m->desc, layer - 1)) /* ln_2's gradient kept in the block's stash */
+        st = plait_moe_gpt_half_backward(m, s, layer, r, dy, dx, part, part == BWD_ALL ? NULL : &s->wg[layer - 1]);
     else st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
     if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
     return st;

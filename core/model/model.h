@@ -298,13 +298,24 @@ double plait_model_param_active(const plait_model_desc *desc, const plait_param 
  * model without experts writes nothing. */
 void plait_model_moe_take(plait_model *m, double *counts, double *totals);
 /* DeepSeek-V3's auxiliary-loss-free balancing: each local sparse block's
- * mlp.router.expert_bias moved by [model] moe_bias_rate toward the mean
- * load of `counts` (the step's global routes, as take lays them out): up
- * for an expert below it, down above it. No-op at moe_bias_rate = 0.
- * Call it after the optimizer step with the same counts on every rank
- * that holds the block, so the copies stay equal. Fails as a layer body's
- * parameter fetch does when the bias is not there (released). */
+ * mlp.router.expert_bias (a buffer, below) moved by [model] moe_bias_rate
+ * toward the mean load of `counts` (the step's global routes, as take lays
+ * them out): up for an expert below it, down above it. No-op at
+ * moe_bias_rate = 0. Call it after the optimizer step with the same
+ * counts on every rank that holds the block, so the copies stay equal.
+ * Fails only on the device's copy error. */
 plait_status plait_model_moe_balance(plait_model *m, const double *counts);
+
+/* The model's buffers (PLAIT_PARAM_BUFFER in the description: tensors that
+ * are not parameters, which the model keeps whole on every rank holding
+ * their layer, zero at creation; model_buffers.c). has: 1 if tensor gi
+ * (global index) is a buffer of this rank's layers. read/write copy its
+ * whole tensor (the description's numel floats) out to or in from host
+ * memory; a tensor that is not such a buffer is an error naming it.
+ * Not thread-safe: the thread that drives the model. */
+int plait_model_has_buffer(const plait_model *m, int32_t gi);
+plait_status plait_model_buffer_read(const plait_model *m, int32_t gi, float *host);
+plait_status plait_model_buffer_write(plait_model *m, int32_t gi, const float *host);
 
 /* Forward of one local layer for the slot. The head layer computes the
  * logits and, if targets are set, the loss (Σ over the slot's tokens). */

@@ -106,7 +106,8 @@ static plait_status add_moe(plait_model_desc *d, int32_t l, const char *fmt, con
     snprintf(buf, sizeof buf, fmt, "mlp.router.weight");
     ADD(keep_name(d, buf, l), ly, 2, E, C, PLAIT_TP_REPLICATE, 1, 0);
     snprintf(buf, sizeof buf, fmt, "mlp.router.expert_bias");
-    ADD(keep_name(d, buf, l), ly, 1, E, 0, PLAIT_TP_REPLICATE, 1, PLAIT_PARAM_NO_DECAY);
+    /* a buffer, not a parameter: the trainer moves it (model_buffers.c) */
+    ADD(keep_name(d, buf, l), ly, 1, E, 0, PLAIT_TP_REPLICATE, 1, PLAIT_PARAM_NO_DECAY | PLAIT_PARAM_BUFFER);
     for (int i = 0; i < n; i++) {
         char sub[64];
         snprintf(sub, sizeof sub, "mlp.experts.%s", names[i]);

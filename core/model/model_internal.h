@@ -338,6 +338,12 @@ struct plait_model {
     int cp_wire_bf16; /* a bf16 run: the ring's K|V blocks travel as bf16 (ring_attention.c) */
     float *ring_mem; /* the ring's K/V blocks, their gradients and row sums (device memory) */
     size_t ring_bytes;
+    /* the description's buffers on this rank's layers (model_buffers.c):
+     * their entries by global index (data in buffer_mem, no grad; the
+     * others zero), m->param pointing at them */
+    plait_param *buffers;
+    float *buffer_mem;
+    size_t buffer_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,
      * allocated on first use, and what the forwards routed since the
      * trainer last took it (plait_model_moe_take) */
@@ -419,6 +425,13 @@ plait_status plait_model_param_missing(const plait_model *m, int32_t gi, int32_t
 static inline void plait_model_keep(plait_model *m, float *dst, const float *src, size_t n) {
     if (dst != src) m->k->copy(dst, src, n);
 }
+
+/* The model's buffers (model_buffers.c): storage for the description's
+ * PLAIT_PARAM_BUFFER tensors of local layers, zeroed, m->param set to
+ * them (after the parameter set's entries: a set that lists one is not
+ * read for it); freed with the model. */
+plait_status plait_model_buffers_setup(plait_model *m);
+void plait_model_buffers_free(plait_model *m);
 
 /* Activation memory (model_slots.c). Slot `slot`, allocated on first use
  * (with the shared recompute buffers); the backward scratch, allocated on
@@ -557,13 +570,15 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
  * outputs, weighted by their gates and summed in the order of expert
  * index; res, out, dy and dln are this rank's R rows (m->R). The backward
  * reads dy = d(out) and overwrites dln with d(ln), summed over the tp
- * group (dln: room for BT rows); it adds every gradient of the block's MoE
- * parameters in the same call (one pass: a model with sparse blocks is
- * refused a split backward). */
+ * group (dln: room for BT rows); in one pass (BWD_ALL) it adds every
+ * gradient of the block's MoE parameters in the same call. A split
+ * backward (ep = 1): the input half writes dln and keeps the weight half's
+ * output gradients in the slot; the weight half reads ln, neither dy nor
+ * dln, and adds the gradients. */
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
                                float *out);
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
-                                float *dln);
+                                float *dln, bwd_part part);
 /* recompute = full: block `layer`'s router, permutation and experts
  * rerun over `ln` (the forward's), before its backward, into the buffers
  * its backward reads; nothing counted again, no combine. */
@@ -573,10 +588,11 @@ plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const
  * kept inputs by the forward's own calls, before its backward. */
 plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer);
 /* The gpt arch's sparse MLP half: ln_2 (LayerNorm) and the above; dr
- * (overwritten) = d(r) from dy. */
+ * (overwritten) = d(r) from dy, `part` of the backward, ln_2's output
+ * gradient kept in kept->dln2 between a split one's halves. */
 plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
 plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                         float *dr);
+                                         float *dr, bwd_part part, const block_grads *kept);
 /* A sparse block's MLP half under bf16 activations, either arch
  * (moe_bf16.c): its norm and the above in float32 between the float32
  * residual stream's rows r and y; dr (overwritten) = d(r) from dy. */

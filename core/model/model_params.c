@@ -35,6 +35,8 @@ plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer,
         /* a kept copy's parameter has no float32 values: the products read
          * the copy, and nothing reads out[i] */
         if (!out[i] && p && part == PARAM_DATA && m->wbf_kept && m->wbf_kept[gi]) continue;
+        /* a buffer has no gradient (model_buffers.c), and no body adds one */
+        if (!out[i] && p && part == PARAM_GRAD && (p->flags & PLAIT_PARAM_BUFFER)) continue;
         if (!out[i]) return plait_model_param_missing(m, gi, layer, part);
     }
     return PLAIT_OK;

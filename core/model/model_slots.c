@@ -76,8 +76,9 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
  * the input half leaves dead where there are such (recompute none: c_attn's
  * and c_fc's outputs, the attention probabilities when they hold two
  * residual-stream tensors), the rest laid out from `base` (NULL: just
- * measure). Returns the floats taken from base. */
-static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base) {
+ * measure). A sparse block (!dense) keeps no dense MLP product's
+ * gradients: its experts' are moe.c's. Returns the floats taken from base. */
+static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base, int dense) {
     const int64_t BT = m->B * m->T, C = m->C, R = m->R; /* R: the residual stream's rows (tp_conjugates.c) */
     const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
     const int att_room = gpt && none && !m->fused_attn && m->NHl * m->T >= 2 * C;
@@ -102,10 +103,10 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         return off;
     }
     if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
-        STASH(g->dy, BT * C);
+        if (dense) STASH(g->dy, BT * C);
         STASH(g->dln2, R * C);
-        STASH(g->dfch, BT * m->Fl);
-        STASH(g->dgate, BT * m->Fl);
+        if (dense) STASH(g->dfch, BT * m->Fl);
+        if (dense) STASH(g->dgate, BT * m->Fl);
         STASH(g->dres2, BT * C);
         STASH(g->dqkv, BT * m->Wq);
         STASH(g->dln1, R * C);
@@ -122,10 +123,10 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         else STASH_BF16(g->bf.dqkv, BT * 3 * m->Cl);
         return off;
     }
-    STASH(g->dy, BT * C);
+    if (dense) STASH(g->dy, BT * C);
     STASH(g->dln2, R * C);
     if (none) g->dfch = a->fch;
-    else STASH(g->dfch, BT * m->Fl);
+    else if (dense) STASH(g->dfch, BT * m->Fl);
     if (gpt) {
         if (none) g->dqkv = a->qkv;
         else STASH(g->dqkv, BT * 3 * m->Cl);
@@ -205,7 +206,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             }
             if (dense) KEEP_PRODUCT(swi, BT * m->Fl);
             if (base) plait_recompute_share(m, a);
-            if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
+            if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL, dense);
             continue;
         }
         if (m->desc->is_gpt) {
@@ -228,7 +229,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
 #undef KEEP_PRODUCT
 #undef KEEP
         if (base) plait_recompute_share(m, a);
-        if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
+        if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL, dense);
     }
     if (plait_model_slot_has(m, s, L + 1)) {
         if (m->bf16_head) { /* the head's gradients its forward leaves (gpt_bf16.c) */

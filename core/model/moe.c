@@ -58,7 +58,15 @@
  * The ep trades move the rows from and into the device's memory (the
  * counts, host memory, by the all-to-all), so ep > 1 runs on any device
  * with the MoE entries. The backward runs whole in one call (input and
- * weight gradients).
+ * weight gradients), or at ep = 1 in two halves (zero-bubble schedules):
+ * the input half runs the same calls without the weight gradients and
+ * keeps in the slot the output gradient at each product (the block's
+ * output's, the router's logits', each permuted row's at both expert
+ * products, the shared experts'), from which the weight half runs the
+ * products' weight halves: one pass's bits. At ep > 1 the rows' output
+ * gradients are kept where their weight halves run, on the expert's
+ * holder, beside the rows it holds for its sources (moe_ep.c); the
+ * weight half trades nothing.
  *
  * Under recompute = full a slot keeps none of this: every sparse block's
  * forward writes one block's buffers the model shares (m->moe_rc) and frees
@@ -119,6 +127,35 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     return (at + 63) / 64 * 64; /* each block's part 256-byte aligned */
 }
 
+/* Floats of one block's kept output gradients (moe_acts' k* fields, a
+ * split backward's), carved from `base` into *a unless base is NULL. A
+ * slot holds them whatever [model] recompute drops: the products they
+ * feed run after later blocks' input halves, which overwrite the shared
+ * scratch. */
+static size_t kept_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
+    const int64_t N = d->N, Nk = d->N * d->k;
+    const int llama = d->nt == MOE_LLAMA_TENSORS;
+    size_t at = 0;
+#define TAKE(ptr, n)                                                                                                   \
+    do {                                                                                                               \
+        if (base) (ptr) = base + at;                                                                                   \
+        at += ((size_t)(n) + 63) / 64 * 64;                                                                            \
+    } while (0)
+    moe_acts z = {0};
+    if (!a) a = &z;
+    TAKE(a->kdy, N * d->C);
+    TAKE(a->kdlogits, N * d->E);
+    if (ep == 1) { /* at ep > 1 the holders keep the rows' (moe_ep.c) */
+        TAKE(a->krdy, Nk * d->C);
+        TAKE(a->krd2, Nk * d->F);
+        if (llama) TAKE(a->krd3, Nk * d->F);
+    }
+    if (d->SF > 0) TAKE(a->ksd2, N * d->SF);
+    if (d->SF > 0 && llama) TAKE(a->ksd3, N * d->SF);
+#undef TAKE
+    return at;
+}
+
 /* recompute = full: a sparse block keeps none of its MLP half's
  * activations; its backward reruns the router, the permutation and the
  * experts (plait_moe_rerun) into one block's buffers all share. */
@@ -132,7 +169,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
         const moe_dims d = plait_moe_dims(m);
-        const size_t per = acts_carve(&d, NULL, NULL);
+        const size_t per = acts_carve(&d, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
@@ -141,20 +178,22 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         if (rc && !m->moe_rc && (m->moe_rc = plait_device_alloc(rc * sizeof(float), "activations")))
             m->act_bytes += m->moe_rc_bytes = rc * sizeof(float);
         s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
-        s->moe_bytes = shared ? 0 : n * per * sizeof(float);
-        s->moe_mem = s->moe && !shared ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
-        if (!s->moe || (rc && !m->moe_rc) || (!shared && !s->moe_mem)) {
+        /* this slot's blocks' activations (unless shared), then their kept gradients */
+        s->moe_bytes = ((shared ? 0 : n * per) + n * kept) * sizeof(float);
+        s->moe_mem = s->moe && s->moe_bytes ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
+        if (!s->moe || (rc && !m->moe_rc) || (s->moe_bytes && !s->moe_mem)) {
             free(s->moe);
             s->moe = NULL;
             s->moe_bytes = 0;
             return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the experts' activations");
         }
         m->act_bytes += s->moe_bytes;
-        size_t at = 0;
+        size_t at = 0, kat = shared ? 0 : n * per;
         for (int32_t l = 0; l < L; l++)
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
                 moe_acts *x = &s->moe[l];
                 at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
+                if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
                 x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
                 float *act = d.sel ? m->moe_rc + d.N * d.k * d.F : NULL; /* the routed experts', then the shared */
                 if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
@@ -309,27 +348,63 @@ static plait_status gate_grads_tp(plait_model *m, const moe_dims *d, double *dga
     return st;
 }
 
+/* The weight half of a split backward: the block's MoE gradients from the
+ * output gradients its input half kept (a->k*) and the forward's kept
+ * inputs, by plait_moe_backward's own products without their input
+ * gradients, so the two halves add one pass's bits. Reads no parameter. */
+static plait_status moe_weight(plait_model *m, model_slot *s, const moe_acts *a, int32_t layer, const float *ln) {
+    const moe_dims d = plait_moe_dims(m);
+    float *g[MOE_EXPERTS + 2 * MOE_GPT_TENSORS];
+    int nt;
+    moe_scratch sc = {0};
+    plait_status st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
+    if (st == PLAIT_OK && m->ep > 1) st = scratch_get(m, &sc); /* the sources' gradients apart */
+    if (st != PLAIT_OK) return st;
+    if (d.SF > 0) {
+        const mlp_w gw = plait_moe_expert_w(&d, g, -1);
+        plait_moe_mlp_weight(m, &d, &gw, ln, a->su, a->sa, a->kdy, a->ksd2, a->ksd3, d.N, d.SF);
+    }
+    if (m->ep == 1) plait_moe_group_weight(m, &d, g, a->hoff, a);
+    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, NULL, g, &sc, BWD_WEIGHT)) != PLAIT_OK) return st;
+    if (keeps_none(m)) plait_moe_held_drop(m, s, layer); /* kept through the input half for this one */
+    m->k->matmul_backward(NULL, g[MOE_ROUTER], NULL, a->kdlogits, ln, NULL, d.N, d.C, d.E);
+    return PLAIT_OK;
+}
+
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy_rows,
-                                float *dln) {
+                                float *dln, bwd_part part) {
     const moe_dims d = plait_moe_dims(m);
     const int64_t N = d.N, C = d.C, k = d.k;
     moe_acts *a = s->moe ? &s->moe[layer - 1] : NULL;
     if (!a || !a->logits)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of sparse block %s before its forward",
                                plait_model_layer_name(m, layer));
-    float *t[MOE_EXPERTS + 2 * MOE_GPT_TENSORS], *g[MOE_EXPERTS + 2 * MOE_GPT_TENSORS];
+    if (part != BWD_ALL && !a->kdy)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: sparse block %s's backward in two halves needs a model laid out for it",
+                               plait_model_layer_name(m, layer));
+    if (part == BWD_WEIGHT) return moe_weight(m, s, a, layer, ln);
+    /* one pass: every product's input and weight gradients in one call;
+     * the input half: the input gradients, with the output gradients the
+     * weight half reads kept in the slot (g stays NULL: no gradient is
+     * touched before the weight half's hooks) */
+    const int one = part == BWD_ALL;
+    float *t[MOE_EXPERTS + 2 * MOE_GPT_TENSORS], *g[MOE_EXPERTS + 2 * MOE_GPT_TENSORS] = {0};
     int nt;
     moe_scratch sc = {0};
     plait_status st = moe_tensors(m, PARAM_DATA, layer, t, &nt);
-    if (st == PLAIT_OK) st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
+    if (st == PLAIT_OK && one) st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
     if (st == PLAIT_OK) st = scratch_get(m, &sc);
     const float *dy = dy_rows; /* over every token: gathered under sequence parallelism */
     if (st == PLAIT_OK) st = plait_tp_grad_full(m, dy_rows, &dy, "after the experts", layer);
     if (st != PLAIT_OK) return st;
+    if (!one) m->k->copy(a->kdy, dy, (size_t)(N * C));
     /* the shared experts see dy whole; their input gradient starts dln */
     if (d.SF > 0) {
-        const mlp_w w = plait_moe_expert_w(&d, t, -1), gw = plait_moe_expert_w(&d, g, -1);
+        const mlp_w w = plait_moe_expert_w(&d, t, -1), gw = one ? plait_moe_expert_w(&d, g, -1) : (mlp_w){0};
         plait_moe_mlp_backward(m, &d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, N, d.SF, &sc);
+        if (!one) m->k->copy(a->ksd2, sc.d2, (size_t)(N * d.SF));
+        if (!one && a->ksd3) m->k->copy(a->ksd3, sc.d3, (size_t)(N * d.SF));
     } else m->k->zero(dln, (size_t)(N * C));
     /* each route's output gradient (gate × dy) in its row, the gate's
      * (dy · its output), then the router's logits' */
@@ -338,12 +413,19 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (m->tp_ops && (st = gate_grads_tp(m, &d, sc.dgate, sc.dlogits, layer)) != PLAIT_OK) return st;
     m->k->moe_route_backward(sc.dlogits, sc.dgate, a->logits, a->scores, a->lse, a->idx, a->gate, a->routed, N, d.E, k,
                              md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
+    if (!one) m->k->copy(a->kdlogits, sc.dlogits, (size_t)(N * d.E));
     if (m->ep == 1) plait_moe_group_backward(m, &d, t, g, a->hoff, a, &sc);
-    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
-    if (keeps_none(m)) plait_moe_held_drop(m, s, layer);
+    if (!one && m->ep == 1) { /* the rows' output gradients at each product (at ep > 1 their holder's) */
+        const int64_t rows = a->hoff[d.E];
+        m->k->copy(a->krdy, sc.dy, (size_t)(rows * C));
+        m->k->copy(a->krd2, sc.d2, (size_t)(rows * d.F));
+        if (a->krd3) m->k->copy(a->krd3, sc.d3, (size_t)(rows * d.F));
+    }
+    if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc, part)) != PLAIT_OK) return st;
+    if (keeps_none(m) && one) plait_moe_held_drop(m, s, layer); /* split: the weight half drops them */
     /* un-permute: each token's routes added in the order of expert index */
     m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
-    /* the router: its weight's gradient and its input's, added last */
+    /* the router: its input's gradient (and in one pass its weight's), added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
     return plait_tp_grad_sum(m, dln, "before the router and experts", layer);
@@ -388,18 +470,24 @@ plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t l
 }
 
 plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                         float *dr) {
+                                         float *dr, bwd_part part, const block_grads *kept) {
     block_acts *a = &s->blocks[layer - 1];
-    float *p[2], *g[2];
+    float *p[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
     const int32_t first = desc_block_param(m->desc, layer - 1, BP_LN2_W);
-    plait_status st = plait_model_tensors(m, PARAM_DATA, layer, first, 2, p);
-    if (st == PLAIT_OK) st = plait_model_tensors(m, PARAM_GRAD, layer, first, 2, g);
+    plait_status st = PLAIT_OK;
+    if (part & BWD_INPUT) st = plait_model_tensors(m, PARAM_DATA, layer, first, 2, p);
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_model_tensors(m, PARAM_GRAD, layer, first, 2, g);
     const float *ln = a->ln2;
     if (st == PLAIT_OK) st = plait_tp_norm_full(m, a->ln2, &ln, "before the router's weight gradient", layer);
-    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln, dy, m->s_dln);
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln, dy, m->s_dln, part);
     if (st != PLAIT_OK) return st;
-    m->k->copy(dr, dy, (size_t)(m->R * m->C));
     norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);
+    if (part == BWD_WEIGHT) { /* ln_2's parameters from the gradient the input half kept */
+        m->k->layernorm_backward(NULL, ng.w, ng.b, kept->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, m->R, m->C);
+        return plait_tp_norm_grads_sum(m, &ng, layer);
+    }
+    if (part == BWD_INPUT) plait_model_keep(m, kept->dln2, m->s_dln, (size_t)(m->R * m->C));
+    m->k->copy(dr, dy, (size_t)(m->R * m->C));
     m->k->layernorm_backward(dr, ng.w, ng.b, m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->R, m->C);
-    return plait_tp_norm_grads_sum(m, &ng, layer);
+    return plait_tp_norm_grads_sum(m, &ng, layer); /* the input half: nothing to add */
 }

@@ -82,7 +82,7 @@ plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t
     if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
     /* recompute = full: the slot kept nothing of the experts (moe.c) */
     if (st == PLAIT_OK && m->desc->recompute == PLAIT_RECOMPUTE_FULL) st = plait_moe_rerun(m, s, layer, ln_full(m));
-    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), dy, dln_full(m));
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), dy, dln_full(m), BWD_ALL);
     if (st != PLAIT_OK) return st;
     /* dr = dy + the norm's input gradient, over this rank's rows */
     norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);

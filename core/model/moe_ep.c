@@ -163,6 +163,29 @@ void plait_moe_held_drop(plait_model *m, model_slot *s, int32_t layer) {
     s->moe_held_dev[layer - 1] = NULL;
 }
 
+/* Floats a held row takes in the slot's device block: x, y and h, u, a
+ * (d->sel: held_act), then under a split backward the output gradients
+ * its products' weight halves read (held_kept). */
+static int64_t held_width(const moe_dims *d) {
+    const int64_t acts = 2 * d->C + (d->sel ? 2 : 3) * d->F;
+    return acts + (d->split ? d->C + (d->nt == MOE_LLAMA_TENSORS ? 2 : 1) * d->F : 0);
+}
+
+/* Under a split backward, where the held rows' output gradients live from
+ * the input half to the weight half: after the rows' activations in their
+ * device block (held_alloc's layout), dy [rows,C] at the last product and
+ * d2 (llama: and d3) [rows,F] at the first. */
+typedef struct held_kept {
+    float *dy, *d2, *d3;
+} held_kept;
+
+static held_kept held_kept_of(const moe_dims *d, const moe_held *h) {
+    float *at = h->x + h->rows * (2 * d->C + (d->sel ? 2 : 3) * d->F); /* x: the block's start */
+    held_kept k = {.dy = at, .d2 = at + h->rows * d->C};
+    k.d3 = d->nt == MOE_LLAMA_TENSORS ? k.d2 + h->rows * d->F : NULL;
+    return k;
+}
+
 /* The held rows' block for block `layer`, room for `rows` (the last
  * forward's device block kept when it has the room). */
 static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
@@ -189,7 +212,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         s->moe_held_bytes += h->bytes;
         m->act_bytes += h->bytes;
     }
-    const int64_t width = 2 * d->C + (d->sel ? 2 : 3) * d->F; /* x, y and h, u, a (d->sel: held_act) */
+    const int64_t width = held_width(d);
     float **dev = &s->moe_held_dev[layer - 1];
     if (!*dev || h->cap < rows) {
         const size_t bytes = (size_t)((rows > 0 ? rows : 1) * width) * sizeof(float);
@@ -271,47 +294,79 @@ int64_t plait_moe_ep_grad_floats(const plait_model *m, const moe_dims *d) {
     return G;
 }
 
-/* The backward's experts at ep > 1: the rows' gradients to their holders,
- * each source's weight gradients apart, added over the sources in the
- * summation tree's order into g, the input gradients back into sc->dx. */
+/* The sources' gradients gs [ep][G] (each source's apart), pairwise with
+ * doubling strides: the left-complete tree of coll/sum_tree.c over the ep
+ * sources, added into g's expert tensors. */
+static void sources_sum(plait_model *m, const moe_dims *d, float *gs, int64_t G, const int64_t *part, float *const *g) {
+    const int64_t El = d->E / m->ep;
+    for (int stride = 1; stride < m->ep; stride *= 2)
+        for (int q = 0; q + stride < m->ep; q += 2 * stride)
+            m->k->axpy(gs + q * G, gs + (q + stride) * G, (size_t)G, 1.0f);
+    for (int i = 0; i < d->nt; i++)
+        m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
+}
+
+/* Each tensor's offset in one source's gradients (part[]), their floats G. */
+static int64_t source_parts(const plait_model *m, const moe_dims *d, int64_t *part) {
+    int64_t G = 0;
+    for (int i = 0; i < d->nt; i++) part[i] = G, G += d->E / m->ep * expert_floats(d, i);
+    return G;
+}
+
 plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
-                                   float *const *t, float *const *g, const moe_scratch *sc) {
+                                   float *const *t, float *const *g, const moe_scratch *sc, bwd_part part) {
     const int64_t El = d->E / m->ep, C = d->C, F = d->F;
     moe_held *h = s->moe_held ? s->moe_held[layer - 1] : NULL;
     if (!h)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of %s's experts before their forward",
                                plait_model_layer_name(m, layer));
+    const held_kept kept = part == BWD_ALL ? (held_kept){0} : held_kept_of(d, h);
+    int64_t parts[MOE_GPT_TENSORS], G = source_parts(m, d, parts), at = 0;
+    float *gs = sc->grads;
+    if (part == BWD_WEIGHT) { /* each source's weight gradients from the kept output gradients */
+        m->k->zero(gs, (size_t)(m->ep * G));
+        for (int q = 0; q < m->ep; q++) {
+            float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
+            for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
+            for (int64_t le = 0; le < El; le++) {
+                const mlp_w gw = plait_moe_expert_w(d, gq, le);
+                const int64_t n = h->cnt[q * El + le];
+                plait_moe_mlp_weight(m, d, &gw, h->x + at * C, h->u + at * F, h->a + at * F, kept.dy + at * C,
+                                     kept.d2 + at * F, kept.d3 ? kept.d3 + at * F : NULL, n, F);
+                at += n;
+            }
+        }
+        sources_sum(m, d, gs, G, parts, g);
+        return PLAIT_OK;
+    }
     /* the held rows' output and input gradients [rows,C] each: live only
      * in this call, so one buffer every block shares */
     plait_status st = shared_grow(m, &m->moe_held_grads, &m->moe_held_grads_floats, (size_t)(2 * h->rows * C),
                                   "the held experts' rows' gradients");
     if (st != PLAIT_OK) return st;
-    int64_t G = 0, part[MOE_GPT_TENSORS];
-    for (int i = 0; i < d->nt; i++) part[i] = G, G += El * expert_floats(d, i);
-    float *dy = m->moe_held_grads, *dx = dy + h->rows * C, *gs = sc->grads;
-    m->k->zero(gs, (size_t)(m->ep * G));
+    float *dy = m->moe_held_grads, *dx = dy + h->rows * C;
+    const int one = part == BWD_ALL;
+    if (one) m->k->zero(gs, (size_t)(m->ep * G));
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
     st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
-    int64_t at = 0;
+    if (st == PLAIT_OK && !one) m->k->copy(kept.dy, dy, (size_t)(h->rows * C));
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
         float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
-        for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + part[i];
+        for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
         for (int64_t le = 0; le < El; le++) {
-            const mlp_w w = plait_moe_expert_w(d, t, le), gw = plait_moe_expert_w(d, gq, le);
+            /* the input half: no gradient written, the first product's
+             * output gradients kept for the weight half */
+            const mlp_w w = plait_moe_expert_w(d, t, le), gw = one ? plait_moe_expert_w(d, gq, le) : (mlp_w){0};
             const int64_t n = h->cnt[q * El + le];
             plait_moe_mlp_backward(m, d, &w, &gw, h->x + at * C, h->h + at * F, h->u + at * F, h->a + at * F,
                                    dy + at * C, dx + at * C, n, F, sc);
+            if (!one && n > 0) m->k->copy(kept.d2 + at * F, sc->d2, (size_t)(n * F));
+            if (!one && n > 0 && kept.d3) m->k->copy(kept.d3 + at * F, sc->d3, (size_t)(n * F));
             at += n;
         }
     }
-    /* the sources' gradients, pairwise with doubling strides: the
-     * left-complete tree of coll/sum_tree.c over the ep sources */
-    for (int stride = 1; st == PLAIT_OK && stride < m->ep; stride *= 2)
-        for (int q = 0; q + stride < m->ep; q += 2 * stride)
-            m->k->axpy(gs + q * G, gs + (q + stride) * G, (size_t)G, 1.0f);
-    for (int i = 0; st == PLAIT_OK && i < d->nt; i++)
-        m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
+    if (st == PLAIT_OK && one) sources_sum(m, d, gs, G, parts, g);
     if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, sc->dx, C, "the input gradients' combine");
     return st;
 }

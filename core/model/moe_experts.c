@@ -65,6 +65,21 @@ void plait_moe_mlp_backward(plait_model *m, const moe_dims *d, const mlp_w *w, c
     m->k->matmul_backward(dx, g->w1, g->b1, sc->d2, x, w->w1, n, C, F);
 }
 
+void plait_moe_mlp_weight(plait_model *m, const moe_dims *d, const mlp_w *g, const float *x, const float *u,
+                          const float *a, const float *dy, const float *d2, const float *d3, int64_t n, int64_t F) {
+    const int64_t C = d->C;
+    if (n == 0) return;
+    /* plait_moe_mlp_backward's calls, their input gradients left out */
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->matmul_backward(NULL, g->w2, NULL, dy, a, NULL, n, F, C);
+        m->k->matmul_backward(NULL, g->w1, NULL, d2, x, NULL, n, C, F);
+        m->k->matmul_backward(NULL, g->w3, NULL, d3, x, NULL, n, C, F);
+        return;
+    }
+    m->k->matmul_backward(NULL, g->w2, g->b2, dy, u, NULL, n, F, C);
+    m->k->matmul_backward(NULL, g->w1, g->b1, d2, x, NULL, n, C, F);
+}
+
 /* ---- the routed experts, grouped ------------------------------------------- */
 
 /* The routed experts' MLPs over their rows x [off[E],C] (off: host
@@ -106,4 +121,19 @@ void plait_moe_group_backward(plait_model *m, const moe_dims *d, float *const *t
     m->k->moe_matmul_backward(sc->d1, gw[2], gw[3], sc->dy, a->u, w[2], off, E, F, C);
     m->k->gelu_backward(sc->d2, a->h, sc->d1, (size_t)(rows * F));
     m->k->moe_matmul_backward(sc->dx, gw[0], gw[1], sc->d2, a->x, w[0], off, E, C, F);
+}
+
+void plait_moe_group_weight(plait_model *m, const moe_dims *d, float *const *g, const int32_t *off, const moe_acts *a) {
+    float *const *gw = g + MOE_EXPERTS;
+    const int64_t C = d->C, F = d->F, E = d->E;
+    if (off[E] == 0) return;
+    /* plait_moe_group_backward's products, their input gradients left out */
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->moe_matmul_backward(NULL, gw[2], NULL, a->krdy, a->a, NULL, off, E, F, C);
+        m->k->moe_matmul_backward(NULL, gw[0], NULL, a->krd2, a->x, NULL, off, E, C, F);
+        m->k->moe_matmul_backward(NULL, gw[1], NULL, a->krd3, a->x, NULL, off, E, C, F);
+        return;
+    }
+    m->k->moe_matmul_backward(NULL, gw[2], gw[3], a->krdy, a->u, NULL, off, E, F, C);
+    m->k->moe_matmul_backward(NULL, gw[0], gw[1], a->krd2, a->x, NULL, off, E, C, F);
 }

@@ -32,12 +32,22 @@ typedef struct moe_acts {
     float *h, *u, *a;       /* [N·k,F]: gpt c_fc's output and GELU's; llama gate's, up's, SwiGLU's */
     float *sh, *su, *sa;    /* [N,SF] the same for the shared experts */
     float *sy;              /* [N,C] the shared experts' output */
+    /* under a split backward (zero-bubble schedules), what the input half
+     * computes and the weight half reads, kept in the slot between them
+     * (model_slot.moe_mem, never a buffer the blocks share): the
+     * gradients at the outputs of the block's products */
+    float *kdy;         /* [N,C] the block's output gradient, every token (the shared experts' last product) */
+    float *kdlogits;    /* [N,E] the router's logits' */
+    float *krdy;        /* [N·k,C] each permuted row's output gradient (c_proj, down) */
+    float *krd2, *krd3; /* [N·k,F] c_fc's through the GELU (gpt); gate's and up's (llama) */
+    float *ksd2, *ksd3; /* [N,SF] the same for the shared experts */
 } moe_acts;
 
 typedef struct moe_dims {
     int64_t N, C, E, k, F, SF;
     int nt;  /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
     int sel; /* recompute = selective: the activation function's outputs shared (drops_act) */
+    int split; /* the backward runs in two halves: moe_acts' k* fields kept */
 } moe_dims;
 
 /* The sizes of this rank's sparse blocks (every one has the same). */
@@ -50,7 +60,8 @@ static inline moe_dims plait_moe_dims(const plait_model *m) {
                       .F = md->ffn / m->tp, /* this tp rank's slice of each expert's width */
                       .SF = (int64_t)md->shared * md->ffn / m->tp,
                       .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS,
-                      .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE};
+                      .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE,
+                      .split = m->split};
 }
 
 /* The backward's scratch, shared by every sparse block and slot. */
@@ -84,6 +95,12 @@ void plait_moe_mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, co
 void plait_moe_mlp_backward(plait_model *m, const moe_dims *d, const mlp_w *w, const mlp_w *g, const float *x,
                             const float *h, const float *u, const float *a, const float *dy, float *dx, int64_t n,
                             int64_t F, const moe_scratch *sc);
+/* The weight half of plait_moe_mlp_backward (split backward): g's
+ * gradients from the output gradients its input half computed, dy [n,C]
+ * at the last product, d2 (and llama's d3) [n,F] at the first (first two);
+ * the bits the one-pass call adds. */
+void plait_moe_mlp_weight(plait_model *m, const moe_dims *d, const mlp_w *g, const float *x, const float *u,
+                          const float *a, const float *dy, const float *d2, const float *d3, int64_t n, int64_t F);
 /* The routed experts' MLPs over their rows x [off[E],C] (off: host
  * memory), each expert's product one of the grouped entry's: the bits of
  * one plait_moe_mlp_forward an expert. */
@@ -93,6 +110,9 @@ void plait_moe_group_forward(plait_model *m, const moe_dims *d, float *const *t,
  * weights' gradients added to g's expert slices. */
 void plait_moe_group_backward(plait_model *m, const moe_dims *d, float *const *t, float *const *g, const int32_t *off,
                               const moe_acts *a, const moe_scratch *sc);
+/* Their weight half (split backward): the experts' gradients into g from
+ * the rows' output gradients the input half kept (a->krdy, krd2, krd3). */
+void plait_moe_group_weight(plait_model *m, const moe_dims *d, float *const *g, const int32_t *off, const moe_acts *a);
 
 /* ---- moe_ep.c: expert parallelism (ep > 1) ---------------------------------- */
 
@@ -105,9 +125,13 @@ plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, 
                                   float *const *t, const float *ln);
 /* The backward's experts at ep > 1: the rows' gradients to their holders,
  * each source's weight gradients apart, added over the sources in the
- * summation tree's order into g, the input gradients back into sc->dx. */
+ * summation tree's order into g, the input gradients back into sc->dx.
+ * Split (moe_dims.split): the input half trades both ways and keeps the
+ * held rows' output gradients beside them (g unread); the weight half
+ * trades nothing, adds the sources' gradients from what was kept, and
+ * reads neither t nor sc->dy. */
 plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
-                                   float *const *t, float *const *g, const moe_scratch *sc);
+                                   float *const *t, float *const *g, const moe_scratch *sc, bwd_part part);
 /* recompute = selective at ep > 1: the held rows' activation function
  * outputs rebuilt (before the block's backward). */
 plait_status plait_moe_ep_act_rerun(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d);

@@ -151,7 +151,16 @@ plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which,
     int owner = plait_run_stage_owner(run, stage);
     int me = run->world.mesh.world_rank;
     plait_status st = PLAIT_OK;
-    if (run->work.stage == stage) {
+    if (run->work.stage == stage && (gp->flags & PLAIT_PARAM_BUFFER)) {
+        /* a model buffer, whole on every rank of the stage: the owner's;
+         * no optimizer state (zeros where the layout has a state's tensor,
+         * as a parameter without gradient has, so checkpoints keep one
+         * layout) */
+        if (me == owner && strcmp(which, "param") == 0) st = plait_model_buffer_read(run->model.instance, g, full);
+        else if (me == owner) memset(full, 0, global_numel(gp) * sizeof(float));
+        if (st == PLAIT_OK && me == owner && owner != 0 && to_rank0)
+            st = plait_comm_send(run->world.comm, full, global_numel(gp), PLAIT_F32, 0, tag, NULL);
+    } else if (run->work.stage == stage) {
         int32_t l = run->params.local_of_global[g];
         const plait_param *lp = &run->params.set.params[l];
         int dp0 = run->world.mesh.dpcp_rank == 0; /* dp_rank 0 of cp rank 0: the cp ranks hold the same */

@@ -14,7 +14,10 @@
  * group), or whole by the first ep ranks of the DP group. A rank holds one tensor's part at a time beside its own
  * state (a buffer of its largest local slice). Tied copies and the rank's
  * kept buffers are not in the shard files: the first are their original,
- * the second go to rank 0's optim.safetensors as in a gathered save.
+ * the second go to rank 0's optim.safetensors as in a gathered save. A
+ * model buffer (the routers' selection bias), whole on every rank of its
+ * stage, is written by the stage's first rank (dp x cp and tp rank 0),
+ * zeros for the optimizer states its layout has.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -53,6 +56,7 @@ typedef struct part {
     int k;
     size_t begin, count; /* of the local slice; count 0: this rank writes none of it */
     const plait_param *lp;
+    int buffer; /* a model buffer (PLAIT_PARAM_BUFFER): lp its description's entry, whole */
 } part;
 
 static const char *which_of(const plait_run *run, int k) { return k < 0 ? "param" : run->optim.ops->state_names[k]; }
@@ -84,9 +88,16 @@ static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t
         if (!plait_ckpt_param_stored(spec, g)) continue;
         int32_t stage = run->work.plan.layer_stage[spec->params[g].layer];
         int32_t l = run->work.stage == stage ? run->params.local_of_global[g] : -1;
+        const int buffer = run->work.stage == stage && (spec->params[g].flags & PLAIT_PARAM_BUFFER);
         for (int k = -1; k < n_states; k++, n++) {
             part *p = &parts[n];
             *p = (part){.g = g, .k = k, .lp = l >= 0 ? &run->params.set.params[l] : NULL};
+            if (buffer) { /* the model's, whole on the stage's ranks: the first writes it (states: zeros) */
+                *p = (part){.g = g, .k = k, .lp = &spec->params[g], .buffer = 1};
+                if (run->world.mesh.dpcp_rank == 0 && run->world.mesh.tp_rank == 0) p->count = p->lp->numel;
+                if (p->lp->numel > *most) *most = p->lp->numel;
+                continue;
+            }
             if (!p->lp) continue;
             /* a slice TP holds whole: TP rank 0 writes it */
             if (p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0) continue;
@@ -122,6 +133,11 @@ static plait_status check_finite(const char *name, const float *v, size_t n) {
  * group for export_tensor: every DP rank calls it, count 0 or not). */
 static plait_status export_part(plait_run *run, const part *p, float *buf) {
     size_t begin = p->begin, count = p->count;
+    if (p->buffer && p->k < 0) return plait_model_buffer_read(run->model.instance, p->g, buf);
+    if (p->buffer) { /* a buffer has no optimizer state */
+        memset(buf, 0, count * sizeof *buf);
+        return PLAIT_OK;
+    }
     if (PLAIT_OPTIM_HAS(run->optim.ops, export_shard))
         return count ? run->optim.ops->export_shard(run->optim.state, p->g, which_of(run, p->k), &begin, &count, buf)
                      : PLAIT_OK;
@@ -131,6 +147,7 @@ static plait_status export_part(plait_run *run, const part *p, float *buf) {
 /* Whether this rank takes part in parts[i]'s export at all (its stage
  * holds it; TP rank 0 alone for a tensor TP holds whole). */
 static int exports(const plait_run *run, const part *p) {
+    if (p->buffer) return p->count > 0; /* no collective: its writer alone */
     return p->lp && !(p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0);
 }
 
@@ -346,7 +363,7 @@ static plait_status snapshot(plait_shard_job *j) {
         if (!exports(run, p)) continue;
         const float *src = NULL;
         size_t begin, count;
-        if (overlap && p->count)
+        if (overlap && p->count && !p->buffer)
             st = run->optim.ops->shard_source(run->optim.state, p->g, which_of(run, p->k), &begin, &count, &src);
         if (st == PLAIT_OK && src && count == p->count)
             st = ev->copy_on(PLAIT_STREAM_COMM, at, src, count * sizeof(float), PLAIT_COPY_TO_HOST);

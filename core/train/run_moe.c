@@ -126,16 +126,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
     return PLAIT_OK;
 }
 
-plait_status plait_run_moe_check_plan(const plait_run *run, int splits_backward) {
-    const int64_t E = plait_config_int(run->cfg, "model", "moe_experts");
-    if (E == 0 || !splits_backward) return PLAIT_OK;
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "[model] moe_experts = %lld: the sparse blocks run a one-pass backward, and [parallel] "
-                           "plugin = %s plans a schedule that splits it in two halves (zero-bubble); choose a "
-                           "schedule without the split (1f1b, interleaved, gpipe)",
-                           (long long)E, plait_config_str(run->cfg, "parallel", "plugin"));
-}
-
 plait_status plait_run_moe_check_optim(const plait_run *run) {
     const int ep = run->world.mesh.ep;
     /* an optimizer that reduces the gradients itself must know the group
@@ -152,33 +142,10 @@ plait_status plait_run_moe_check_optim(const plait_run *run) {
                                where, ep, plait_config_str(run->cfg, "optim", "plugin"),
                                (unsigned)run->optim.abi_minor);
     }
-    const double rate = plait_config_float(run->cfg, "model", "moe_bias_rate");
-    if (rate <= 0 || plait_config_int(run->cfg, "model", "moe_experts") == 0) return PLAIT_OK;
-    /* ZeRO-1/2 gathering bf16 weights keep each rank's slice in float32
-     * apart and gather the model's copy from it after every update: a move
-     * of the model's copy would be undone by the next step's gather */
-    const char *optim = plait_config_str(run->cfg, "optim", "plugin");
-    char sec[64];
-    plait_value v;
-    snprintf(sec, sizeof sec, "optim.%s", optim);
-    if (run->world.mesh.dp * run->world.mesh.cp > 1 &&
-        plait_config_get(run->cfg, sec, "param_gather", &v) == PLAIT_OK && v.i) {
-        const char *where = "";
-        plait_config_origin(run->cfg, sec, "param_gather", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [model] moe_bias_rate = %g with [%s] param_gather = bf16: the balancing moves "
-                               "the model's copy of the routers' selection bias after the step, and this optimizer "
-                               "gathers that copy from its own float32 slices at the next step, undoing the move; "
-                               "use param_gather = fp32, or moe_bias_rate = 0 (the auxiliary loss balances)",
-                               where, rate, sec);
-    }
-    if (!(run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS)) return PLAIT_OK;
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "[model] moe_bias_rate = %g with [optim] plugin = %s: the balancing moves every rank's "
-                           "copy of the routers' selection bias after the step, and this optimizer keeps each "
-                           "parameter's shard on one rank; use moe_bias_rate = 0 (the auxiliary loss balances), or "
-                           "an optimizer that leaves the parameters whole (adam, zero1, zero2)",
-                           rate, plait_config_str(run->cfg, "optim", "plugin"));
+    /* the routers' selection bias is a model buffer (PLAIT_PARAM_BUFFER):
+     * no optimizer shards or gathers it, so the balancing's moves hold
+     * under every optimizer */
+    return PLAIT_OK;
 }
 
 /* Experts with a column of their own. */

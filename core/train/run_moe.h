@@ -32,18 +32,13 @@ typedef struct plait_run_moe {
 /* The layout a model's experts need, refused before any rank starts
  * (config check and train's preflight) naming the keys and what would
  * work: [parallel] ep > 1 with a model without experts, an ep not dividing
- * moe_experts, or, for now, with tp, an optimizer other than adam or a
- * sharded checkpoint format; tp > 1, a device other than cpu; and, once
- * the plan is made, a schedule
- * that splits the backward (splits_backward:
- * plait_plan_splits_backward). */
+ * moe_experts, an ep above PLAIT_MODEL_MAX_EP, ep > 1 with tp > 1, a
+ * moe_ffn_hidden tp does not divide. */
 plait_status plait_run_moe_check_layout(const struct plait_run *run);
-plait_status plait_run_moe_check_plan(const struct plait_run *run, int splits_backward);
-/* The balancing moves each rank's copy of the selection bias after the
- * optimizer step: refused with an optimizer that owns the parameters
- * (ZeRO-3, whose ranks hold shards) or gathers the model's copy from float32
- * slices of its own (`[optim.<plugin>] param_gather = bf16` at dp x cp > 1),
- * naming what would work. */
+/* An optimizer that reduces the gradients itself and predates the
+ * experts' group (ABI 1.20) at ep > 1, refused naming what would work.
+ * (The balancing's selection bias is a model buffer, which no optimizer
+ * holds: every optimizer runs with it.) */
 plait_status plait_run_moe_check_optim(const struct plait_run *run);
 
 /* Collective over the world, after the optimizer step of step `step`

@@ -1,6 +1,7 @@
 /*
  * This rank's parameters: the layers the plan puts on this stage, each
- * parameter cut to the slice the plan's shard gives (TP), in global order.
+ * parameter cut to the slice the plan's shard gives (TP), in global order;
+ * the model's buffers (PLAIT_PARAM_BUFFER) are the model's, not in the set.
  * Unless the optimizer owns them (ZeRO), data and gradients live in two flat
  * buffers in that order, so data-parallel buckets are contiguous ranges.
  */
@@ -32,6 +33,7 @@ plait_status plait_run_build_params(plait_run *run) {
         run->params.local_of_global[g] = -1;
         const plait_param *src = &spec->params[g];
         if (run->work.plan.layer_stage[src->layer] != run->work.stage) continue;
+        if (src->flags & PLAIT_PARAM_BUFFER) continue; /* the model's own (model/model_buffers.c) */
         plait_param *p = &params[n];
         *p = *src;
         p->struct_size = sizeof *p;

@@ -140,7 +140,6 @@ plait_status plait_run_load_parallel(plait_run *run) {
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
-    if ((st = plait_run_moe_check_plan(run, plait_plan_splits_backward(&run->work.plan))) != PLAIT_OK) return st;
     run->work.stage = run->world.mesh.pp_rank;
     int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)
@@ -257,6 +256,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     /* Core-owned parameters are filled here; an optimizer owning them fills
      * its shards in materialize() from the same source. */
     if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
+    if (st == PLAIT_OK) st = plait_run_source_fill_buffers(run, &source);
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
     if (st == PLAIT_OK && run->parallel.ops->bind) {
         plait_parallel_bind bind = {.struct_size = sizeof bind,

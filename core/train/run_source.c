@@ -7,6 +7,7 @@
 #include "checkpoint/llama_hf.h"
 #include "comm/comm.h"
 #include "device/device.h"
+#include "model/model.h"
 #include "model/tied.h"
 #include "runtime/memory.h"
 #include "runtime/error.h"
@@ -15,6 +16,17 @@
 #include "train/run_internal.h"
 #include "train/run_kept.h"
 
+/* Tensor `index` as this rank holds it: its parameter's slice, or a
+ * buffer of its stage whole (the model's, PLAIT_PARAM_BUFFER); NULL for
+ * one it does not hold. */
+static const plait_param *held_param(const plait_run *run, int32_t index) {
+    int32_t l = run->params.local_of_global[index];
+    if (l >= 0) return &run->params.set.params[l];
+    const plait_param *g = &run->model.spec->params[index];
+    const int here = run->work.plan.layer_stage[g->layer] == run->work.stage;
+    return here && (g->flags & PLAIT_PARAM_BUFFER) ? g : NULL;
+}
+
 /* Fresh run: parameters from the layout-independent initialiser (a tied copy
  * by its original's name, so both ends of a pipeline start equal); no
  * optimizer state (the optimizer zero-fills). */
@@ -22,9 +34,9 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     plait_run *run = ctx;
     if (strcmp(which, "param") != 0)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "a fresh run has no optimizer state '%s'", which);
-    int32_t l = run->params.local_of_global[index];
-    if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
-    plait_param as = plait_tied_init_as(run->model.spec, &run->params.set.params[l]);
+    const plait_param *p = held_param(run, index);
+    if (!p) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
+    plait_param as = plait_tied_init_as(run->model.spec, p);
     return plait_model_init_values(&run->model.init, &as, offset, count, dst);
 }
 
@@ -111,9 +123,9 @@ static plait_status weights_read(void *ctx, int32_t index, const char *which, si
     plait_run *run = src->run;
     if (strcmp(which, "param") != 0)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "pretrained weights have no optimizer state '%s'", which);
-    int32_t l = run->params.local_of_global[index];
-    if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
-    return plait_weights_read(src->weights, &run->params.set.params[l], offset, count, dst);
+    const plait_param *p = held_param(run, index);
+    if (!p) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
+    return plait_weights_read(src->weights, p, offset, count, dst);
 }
 
 static plait_status open_weights(plait_run *run, const char *path, plait_run_source *src) {
@@ -244,6 +256,22 @@ plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src)
         if (st != PLAIT_OK) st = plait_wrap_error(st, "initial values of %s", p->name);
     }
     plait_free(staging);
+    return st;
+}
+
+plait_status plait_run_source_fill_buffers(plait_run *run, plait_run_source *src) {
+    const plait_model_spec *spec = run->model.spec;
+    plait_status st = PLAIT_OK;
+    for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
+        const plait_param *p = &spec->params[g];
+        if (!plait_model_has_buffer(run->model.instance, g)) continue;
+        float *host = malloc((p->numel ? p->numel : 1) * sizeof *host);
+        st = host ? src->source.read(src->source.ctx, g, "param", 0, p->numel, host)
+                  : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        if (st == PLAIT_OK) st = plait_model_buffer_write(run->model.instance, g, host);
+        if (st != PLAIT_OK) st = plait_wrap_error(st, "initial values of %s", p->name);
+        free(host);
+    }
     return st;
 }
 

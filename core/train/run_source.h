@@ -34,6 +34,10 @@ typedef struct plait_run_source {
 plait_status plait_run_source_open(plait_run *run, const plait_run_origin *origin, plait_run_source *src);
 /* Fill the core-owned parameter storage from the source. */
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src);
+/* Fill the model's buffers (PLAIT_PARAM_BUFFER: the routers' selection
+ * bias) on this rank's layers from the source, whole, whatever owns the
+ * parameters; after the model is created. */
+plait_status plait_run_source_fill_buffers(plait_run *run, plait_run_source *src);
 /* Restore the run state (step, optimizer step) after a checkpoint load,
  * after plait_run_check_resume (rank 0 warns). */
 plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *src);

@@ -4,6 +4,9 @@
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
 # dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
+# dp 2 x pp 2 at ep 2 under zb1 (the sparse blocks' backward in two halves,
+# the holders keeping the rows' output gradients to the weight half) gives
+# 1f1b's bits with and without full recomputation;
 # with two micro-batches a rank, ep 2 and 4 within 1e-6; ZeRO-1, 2 and 3 at ep 2 as at
 # ep 1 and as adam; a checkpoint of ep 1 resumes at ep 2 and one of ep 2 at
 # ep 1, gathered or sharded, each as the straight run; config check
@@ -53,6 +56,14 @@ train pp1 $P
 train pp_ep2 $P parallel.ep=2
 same_losses pp1 pp_ep2 0
 same_params pp1 pp_ep2 bits model
+# zb1 against 1f1b, four micro-batches a rank so that weight halves wait
+Z1="${P/data.global_batch=2/data.global_batch=8} parallel.ep=2"
+for r in none full; do
+  train "pp_1f1b_$r" $Z1 model.recompute=$r
+  train "pp_zb1_$r" $Z1 model.recompute=$r parallel.pp.schedule=zb1
+  same_losses "pp_1f1b_$r" "pp_zb1_$r" 0
+  same_params "pp_1f1b_$r" "pp_zb1_$r" bits
+done
 # two micro-batches a rank (accumulation_steps 2) at dp 4: the holder
 # sums each micro-batch's sources before the micro-batches, ep 1 each
 # rank's micro-batches before the ranks, so the experts' gradients round

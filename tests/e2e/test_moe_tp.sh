@@ -6,7 +6,9 @@
 # expert at tp 2 and dp 2 x tp 2, each within tp's documented tolerance
 # of one process (losses within 1e-5 relative, final parameters within
 # 1e-4) in deterministic mode; tp's routes per expert are one process's;
-# tp 2's step-2 checkpoint resumes in one process as the straight run; an
+# tp 2's step-2 checkpoint resumes in one process as the straight run;
+# tp 2 x pp 2 with sequence parallelism under zb1 (the sparse blocks'
+# backward in two halves) gives 1f1b's losses and parameters bit for bit; an
 # expert width tp cannot split and tp x ep are refused before step 1,
 # naming the keys.
 source "$(dirname "$0")/lib.sh"
@@ -23,6 +25,12 @@ for r in tp2 tp2sp; do
       fail "$r routed other tokens to expert $e than one process"
   done
 done
+for s in 1f1b zb1; do
+  train "pp$s" $D parallel.plugin=hybrid parallel.tp=2 parallel.tp.sequence_parallel=true parallel.pp=2 \
+    parallel.pp.schedule=$s data.micro_batch=1
+done
+same_losses pp1f1b ppzb1 0
+same_params pp1f1b ppzb1 bits
 # the experts' slices gathered into whole tensors: tp 2's checkpoint at tp 1
 rm -r "$E2E_WORK/tp2/ckpt-00000004"
 train tp2 $D --resume

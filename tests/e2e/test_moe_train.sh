@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mixture-of-experts models ([model] moe_*) in training, deterministic
-# mode: dp, pp (1f1b, interleaved), dp x pp and ZeRO-1/3 give one process's loss curve and
+# mode: dp, pp (1f1b, interleaved, zb1 with the sparse blocks' backward
+# in two halves), dp x pp and ZeRO-1/3 give one process's loss curve and
 # final parameters bit for bit (the experts' gradients, the auxiliary
 # losses' and the selection bias moved after each step by the world's
 # counts), for the gpt and llama archs; a run resumes from another
@@ -10,21 +11,45 @@
 # plait export refuses it; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
 # ep not dividing dp x cp or moe_experts, top_k
-# above the experts, a moe key on a dense model, moe_bias_rate with ZeRO-3
-# or with ZeRO-1's bf16 parameter gather (which would undo the bias's
-# moves), a zero-bubble schedule.
+# above the experts, a moe key on a dense model. The selection bias is a
+# model buffer, whole on every rank: ZeRO-3 (gathered and sharded
+# checkpoints, resumed) moves it as one process does, and ZeRO-2 gathering
+# bf16 weights as adam does.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4 $MOE"
 train one $D
 train dp2 $D parallel.dp=2
 train pp2 $D parallel.plugin=hybrid parallel.pp=2
+train zb1 $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1
 train zero1 $D parallel.dp=2 optim.plugin=zero1
-train zero3 $D parallel.dp=2 optim.plugin=zero3 model.moe_bias_rate=0
-train one_nobias $D model.moe_bias_rate=0
-same_losses one_nobias zero3 0
-same_params one_nobias zero3 bits model
-for r in dp2 pp2 zero1; do same_losses one "$r" 0; same_params one "$r" bits model; done
+train zero3 $D parallel.dp=2 optim.plugin=zero3
+for r in dp2 pp2 zb1 zero1 zero3; do same_losses one "$r" 0; same_params one "$r" bits model; done
+# the selection bias is a model buffer: ZeRO-3 resumes it from its own
+# checkpoint (gathered and sharded) as the straight run
+rm -r "$E2E_WORK/zero3/ckpt-00000006"
+train zero3 $D parallel.dp=2 optim.plugin=zero3 --resume
+same_losses one zero3 0
+same_params one zero3 bits model
+train zero3s $D parallel.dp=2 optim.plugin=zero3 run.ckpt_format=sharded
+rm -r "$E2E_WORK/zero3s/ckpt-00000006"
+train zero3s $D parallel.dp=2 optim.plugin=zero3 run.ckpt_format=sharded --resume
+same_losses one zero3s 0
+# ZeRO-2 gathering bf16 weights rounds them (other losses), and moves the
+# bias as adam does: both checkpoints' biases moved, and equal
+train zero2bf $D parallel.dp=2 optim.plugin=zero2 optim.zero2.param_gather=bf16
+python3 - "$E2E_WORK/one/ckpt-00000006/model.safetensors" "$E2E_WORK/zero2bf/ckpt-00000006/model.safetensors" <<'PY' ||
+import json, struct, sys
+def biases(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()
+            if k.endswith("expert_bias")}
+a, z = biases(sys.argv[1]), biases(sys.argv[2])
+sys.exit(not (len(a) == 2 and a == z and all(any(x) for x in a.values())))
+PY
+  fail "ZeRO-2 with param_gather = bf16 moved the selection bias otherwise than adam (or not at all)"
 train one4 $D model.n_layer=4
 train il $D model.n_layer=4 parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved \
   parallel.pp.virtual_stages=2
@@ -53,8 +78,8 @@ grep -qF "a mixture of experts (moe_experts = 4)" "$E2E_WORK/export.out" || fail
 CFG=$(dirname "$0")/llama.ini
 train lone $D
 train ldp2pp2 $D parallel.plugin=hybrid parallel.dp=2 parallel.pp=2
-same_losses lone ldp2pp2 0
-same_params lone ldp2pp2 bits model
+train lzb1 $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 model.recompute=selective
+for r in ldp2pp2 lzb1; do same_losses lone "$r" 0; same_params lone "$r" bits model; done
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
 
 # 40 steps: the loss falls; an expert taking nearly every token is named
@@ -88,10 +113,4 @@ refused "[parallel] ep = 3 does not divide [model] moe_experts = 4" $MOE paralle
 refused "[parallel] ep = 3 does not divide dp 2 x cp 1 = 2" $MOE parallel.dp=2 parallel.ep=3
 refused "[model] moe_top_k = 5 is more than moe_experts = 4" $MOE model.moe_top_k=5
 refused "[model] moe_router configures a mixture of experts, and this model has none" model.moe_router=sigmoid
-train_refused zero3bias "[model] moe_bias_rate = 0.001 with [optim] plugin = zero3" run.out_dir="$E2E_WORK/zero3bias" \
-  $MOE parallel.dp=2 optim.plugin=zero3
-refused "moe_experts = 4: the sparse blocks run a one-pass backward" $MOE parallel.plugin=hybrid parallel.pp=2 \
-  parallel.pp.schedule=zb1
-train_refused zero1bias "[model] moe_bias_rate = 0.001 with [optim.zero1] param_gather = bf16" \
-  run.out_dir="$E2E_WORK/zero1bias" $MOE parallel.dp=2 optim.plugin=zero1 optim.zero1.param_gather=bf16
 echo "moe: layouts bit-identical, resume across layouts, routes counted, refusals named"

@@ -156,9 +156,12 @@ static void test_router_hand(void **state) {
     assert_true(fabs(totals[0] - 0.3) < 1e-6);
     assert_true(fabs(totals[1] - 0.5 * log(4.0) * log(4.0)) < 1e-5);
     assert_true(totals[2] == 0.0);
-    /* a bias on expert 2 makes it every token's first choice, 0 the second */
-    plait_param *bias = harness_param(&h, "transformer.h.1.mlp.router.expert_bias");
-    bias->data[2] = 0.5f;
+    /* a bias on expert 2 makes it every token's first choice, 0 the second
+     * (the bias a model buffer: the model's copy, not the parameter set's) */
+    const int32_t gi = harness_param(&h, "transformer.h.1.mlp.router.expert_bias")->index;
+    assert_true(plait_model_has_buffer(h.model, gi));
+    const float bias[4] = {0.0f, 0.0f, 0.5f, 0.0f};
+    assert_int_equal(plait_model_buffer_write(h.model, gi, bias), PLAIT_OK);
     assert_int_equal(harness_forward(&h, tok, tgt), PLAIT_OK);
     plait_model_moe_take(h.model, counts, totals);
     const double want_b[4] = {(double)N, 0, (double)N, 0};
@@ -203,8 +206,15 @@ static void test_bias_balance(void **state) {
     assert_int_equal(harness_init(&h, ini, 2, 1, 0, NULL), 0);
     const double counts[8] = {10, 2, 6, 6, 0, 0, 0, 24};
     assert_int_equal(plait_model_moe_balance(h.model, counts), PLAIT_OK);
-    const float *b0 = harness_param(&h, "transformer.h.0.mlp.router.expert_bias")->data;
-    const float *b1 = harness_param(&h, "transformer.h.1.mlp.router.expert_bias")->data;
+    float b0[4], b1[4];
+    assert_int_equal(plait_model_buffer_read(h.model,
+                                             harness_param(&h, "transformer.h.0.mlp.router.expert_bias")->index, b0),
+                     PLAIT_OK);
+    assert_int_equal(plait_model_buffer_read(h.model,
+                                             harness_param(&h, "transformer.h.1.mlp.router.expert_bias")->index, b1),
+                     PLAIT_OK);
+    /* a buffer, not a parameter: nothing of the model's parameters is one */
+    assert_false(plait_model_has_buffer(h.model, harness_param(&h, "transformer.h.1.mlp.router.weight")->index));
     const float w0[4] = {-0.25f, 0.25f, 0.0f, 0.0f}, w1[4] = {0.25f, 0.25f, 0.25f, -0.25f};
     for (int e = 0; e < 4; e++) {
         assert_true(b0[e] == w0[e]);
@@ -289,7 +299,7 @@ static void refused(const char *ini, const harness_opts *o, const char *want) {
 
 static void test_refused(void **state) {
     (void)state;
-    const harness_opts one = {.tp = 1, .max_slots = 1}, split = {.tp = 1, .max_slots = 1, .split_backward = 1};
+    const harness_opts one = {.tp = 1, .max_slots = 1};
     char ini[1024];
     snprintf(ini, sizeof ini, "%smoe_experts = 4\nmoe_top_k = 5\n", gpt_base);
     refused(ini, &one, "moe_top_k = 5 is more than moe_experts = 4");
@@ -300,8 +310,6 @@ static void test_refused(void **state) {
     snprintf(ini, sizeof ini, "%smoe_experts = 1\n", gpt_base);
     refused(ini, &one, "moe_experts = 1");
     refused("[model]\narch = mlp\nn_layer = 2\nmoe_experts = 4\n", &one, "arch = mlp has no MLP to make sparse");
-    snprintf(ini, sizeof ini, "%smoe_experts = 4\n", gpt_base);
-    refused(ini, &split, "splits it in two halves");
 }
 
 int main(void) {

@@ -7,7 +7,10 @@
  * the one-pass order), for the GPT and MLP arches under every recompute
  * mode; with recompute none the slot holds the weight halves' inputs mostly
  * in buffers the input half leaves dead (only the block's output and ln_2's
- * gradients, and the head's ln_f gradient, are extra); and the halves are
+ * gradients, and the head's ln_f gradient, are extra); the same for
+ * mixtures of experts (gpt and llama, shared experts, the auxiliary and z
+ * losses, a dense block beside a sparse one), whose sparse blocks keep each
+ * product's output gradient between the halves; and the halves are
  * refused out of order.
  */
 #include <setjmp.h>
@@ -44,27 +47,30 @@ static void compare(const harness_trace *a, const harness_trace *b, const char *
                      (double)a->grads[i], (double)b->grads[i]);
 }
 
-/* k: NULL, the CPU's kernels (fused attention); else a table without it */
-static void check_arch(const char *arch_ini, int is_gpt, const plait_kernels *k) {
+/* k: NULL, the CPU's kernels (fused attention); else a table without it.
+ * per_block: the floats of B·T·C a block's slot keeps extra at recompute
+ * none (a dense model's, asserted exactly); 0: a model with sparse blocks,
+ * which keep more whatever the mode (their experts' output gradients). */
+static void check_arch(const char *arch_ini, const char *name, const plait_kernels *k, int per_block) {
     static const char *const modes[] = {"none", "selective", "full"};
     for (int m = 0; m < 3; m++) {
         harness_trace one, two;
         run(arch_ini, modes[m], 0, k, &one);
         run(arch_ini, modes[m], 1, k, &two);
         char what[96];
-        snprintf(what, sizeof what, "%s%s, recompute %s, split", is_gpt ? "gpt" : "mlp",
-                 k ? " (unfused attention)" : "", modes[m]);
+        snprintf(what, sizeof what, "%s, recompute %s, split", name, modes[m]);
         compare(&two, &one, what);
         assert_true(one.loss[(STEPS - 1) * SLOTS] != one.loss[0]);
         printf("%s: activation bytes %llu in one pass, %llu split\n", what, (unsigned long long)one.act_bytes,
                (unsigned long long)two.act_bytes);
-        if (m == 0) {
+        if (per_block == 0) assert_true(two.act_bytes > one.act_bytes);
+        if (per_block > 0 && m == 0) {
             /* B=2, T=32, C=32, 2 blocks, 2 slots: dy and dln2 per block (64
              * floats aligned: BT*C = 2048 floats each), the head's dln; a
              * GPT block with fused attention has no probabilities to lend
              * dres2 and dln1, so it keeps those too */
-            const uint64_t BTC = 2 * 32 * 32 * sizeof(float), per_block = is_gpt && !k ? 4 : 2;
-            assert_int_equal(two.act_bytes - one.act_bytes, (uint64_t)SLOTS * (2 * per_block + 1) * BTC);
+            const uint64_t BTC = 2 * 32 * 32 * sizeof(float);
+            assert_int_equal(two.act_bytes - one.act_bytes, (uint64_t)SLOTS * (2 * (uint64_t)per_block + 1) * BTC);
         }
         harness_trace_free(&one);
         harness_trace_free(&two);
@@ -75,18 +81,35 @@ static void check_arch(const char *arch_ini, int is_gpt, const plait_kernels *k)
 
 static void test_gpt(void **state) {
     (void)state;
-    check_arch(GPT_INI, 1, NULL);
+    check_arch(GPT_INI, "gpt", NULL, 4);
 }
 
 static void test_gpt_unfused(void **state) {
     (void)state;
-    check_arch(GPT_INI, 1, harness_unfused_kernels());
+    check_arch(GPT_INI, "gpt (unfused attention)", harness_unfused_kernels(), 2);
 }
 
 static void test_mlp(void **state) {
     (void)state;
     check_arch("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 100",
-               0, NULL);
+               "mlp", NULL, 2);
+}
+
+/* Mixtures of experts: the sparse blocks' halves (moe.c) against their one pass. */
+static void test_moe_gpt(void **state) {
+    (void)state;
+    check_arch(GPT_INI "\nmoe_experts = 4\nmoe_top_k = 2\nmoe_ffn_hidden = 16\nmoe_shared_experts = 1\n"
+                       "moe_aux_loss = 0.01\nmoe_z_loss = 0.001",
+               "gpt with experts", NULL, 0);
+}
+
+static void test_moe_llama(void **state) {
+    (void)state;
+    /* block h.0 dense, h.1 sparse */
+    check_arch("[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_embd = 32\nffn_hidden = 48\n"
+               "block_size = 32\nvocab_size = 100\nmoe_experts = 4\nmoe_top_k = 2\nmoe_ffn_hidden = 16\n"
+               "moe_every = 2\nmoe_shared_experts = 1\nmoe_router = sigmoid\nmoe_aux_loss = 0.01\nmoe_z_loss = 0.001",
+               "llama with experts", NULL, 0);
 }
 
 /* Out of order: weight before input, input twice, a forward while the
@@ -125,10 +148,8 @@ static void test_order_refused(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpt),
-        cmocka_unit_test(test_gpt_unfused),
-        cmocka_unit_test(test_mlp),
-        cmocka_unit_test(test_order_refused),
+        cmocka_unit_test(test_gpt),     cmocka_unit_test(test_gpt_unfused), cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_moe_gpt), cmocka_unit_test(test_moe_llama),   cmocka_unit_test(test_order_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
  * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, with experts too (llama full, gpt
- * selective), and zero-bubble's split
+ * selective, zb1: gpt, and llama under full), and zero-bubble's split
  * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
@@ -151,6 +151,19 @@ static const layout layouts[] = {
       "data.micro_batch=1", "model.recompute=full", NULL},
      0,
      0},
+    /* zero-bubble with experts: each slot's sparse blocks keep the output
+     * gradients at their products between the backward's halves, in
+     * place of the dense MLP's, whatever recompute drops */
+    {"cpu gpt moe pp2 zb1",
+     {"device.plugin=cpu", "model.moe_experts=4", "model.moe_ffn_hidden=64", "model.moe_shared_experts=1",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     0,
+     0},
+    {"cpu llama moe pp2 zb1 full",
+     {"device.plugin=cpu", "model.arch=llama", "model.moe_experts=4", "parallel.pp=2", "parallel.pp.schedule=zb1",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
     /* selective with experts: the experts' GELU outputs (routed and
      * shared) in one block's buffers all share */
     {"cpu gpt moe pp2 selective",
@@ -165,6 +178,13 @@ static const layout layouts[] = {
     {"cpu moe dp2 ep2 balanced",
      {"device.plugin=cpu", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.moe_top_k=2",
       "model.moe_ffn_hidden=48", NULL},
+     0,
+     0},
+    /* the same under zb1 at pp 2: each holder keeps its held rows' output
+     * gradients beside them to the weight half */
+    {"cpu moe dp2 ep2 pp2 zb1 balanced",
+     {"device.plugin=cpu", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.moe_top_k=2",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", NULL},
      0,
      0},
     /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of

@@ -79,7 +79,17 @@ typedef enum plait_param_flag {
      * over mesh->edp_comm (the ranks holding the same experts), not
      * dpcp_comm, and the gradient norm counts it on the first ep group
      * (plait_optim_counts_in_norm). */
-    PLAIT_PARAM_EXPERT = 1u << 3
+    PLAIT_PARAM_EXPERT = 1u << 3,
+    /* ABI 1.27: a model buffer, not a parameter (a mixture of experts'
+     * routers' selection bias, which the core moves after each step as
+     * DeepSeek-V3's balancing rule says): listed in the model's
+     * description for its name, shape, layer and checkpoint, but in no
+     * rank's plait_param_set, so no parallel or optimizer plugin sees it
+     * there: it has no gradient and no optimizer state, and the core keeps
+     * it whole on every rank of its stage. A parallel plugin planning the
+     * description's shards gives it the whole tensor (its tp_role is
+     * PLAIT_TP_REPLICATE). */
+    PLAIT_PARAM_BUFFER = 1u << 4
 } plait_param_flag;
 
 typedef struct plait_param {
