@@ -50,6 +50,9 @@ typedef struct plait_cost_rank {
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
+    double tensors;              /* the parameter tensors it holds (0 = not known): the most DP buckets
+                                    and ZeRO units they make, a tensor larger than a bucket being one
+                                    alone */
     double flops;                /* forward + backward FLOPs per step, recomputed forwards included */
     double recompute_flops;      /* of those, the forwards run again for recomputation */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */

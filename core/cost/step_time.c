@@ -103,6 +103,17 @@ static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_ga
 
 static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
 
+/* The collectives `bytes` of a rank's gradients or weights go in, in
+ * buckets of `bucket` bytes: the DP plugin's buckets and ZeRO's units fill
+ * up to a bucket from consecutive tensors, but a tensor larger than a
+ * bucket is one alone (dp_buckets.c, zero_partition.c), so a rank holding
+ * few large tensors (a tp slice of a wide model) starts one collective a
+ * tensor, far fewer than bytes / bucket; each pays the ring's latency. */
+static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
+    double n = ceil_div(bytes, bucket);
+    return r->tensors > 0 && r->tensors < n ? r->tensors : n;
+}
+
 /* The DP group's collectives in a step, as plait's optimizers run them:
  * plain DP and ZeRO-1 reduce the accumulated gradients once, in buckets
  * (all-reduce; ZeRO-1 a reduce-scatter and the updated weights' all-gather);
@@ -128,25 +139,25 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
     if (j->zero <= 1) {
         double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
-        double parts = ceil_div(S - last, j->bucket_bytes * g);
+        double parts = parts_of(r, S - last, j->bucket_bytes * g);
         if (j->zero == 0) {
             *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
             *exposed = dp_allreduce(d, last, 1);
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
             *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
-            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
             *bytes = (n - 1.0) / n * (S + W * w);
         }
         return;
     }
     /* stages 2 and 3: every micro-batch's gradients */
     double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
-    double rs = dp_gathers(d, G, ceil_div(W, j->bucket_bytes), m);
+    double rs = dp_gathers(d, G, parts_of(r, W, j->bucket_bytes), m);
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
         *hidden = rs - tail;
-        *exposed = tail + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+        *exposed = tail + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
         *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
         double U = b.weight * r->largest_layer_numel * w;

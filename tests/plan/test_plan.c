@@ -281,6 +281,37 @@ static void test_time_hierarchy(void **state) {
     NEAR(plait_cluster_inter_share(&c, 4), 5e9);
 }
 
+/* The DP reduction pays the ring's latency once a collective: the DP
+ * plugin's buckets and ZeRO's units put a tensor larger than a bucket in
+ * one of its own, so a rank of 10 tensors of 400 MB starts 10 collectives,
+ * not 4 GB / 25 MB of them. */
+static void test_time_dp_buckets(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.intra.bandwidth = 1e30; /* the latency alone */
+    plait_cost_rank r = {.dp = 2, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 1e9};
+    plait_cost_job j = {.dp = 2, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* tensors not known: the 4 GB before the last bucket in 159 buckets,
+     * each all-reduce 2 (n - 1) latencies */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 159 * 2e-5);
+    NEAR(t.dp_exposed, 2e-5);
+    r.tensors = 10;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 10 * 2e-5);
+    NEAR(t.dp_exposed, 2e-5);
+    r.tensors = 1000; /* small tensors fill buckets */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 159 * 2e-5);
+    /* ZeRO-2: a reduce-scatter of each unit, n - 1 latencies, and the
+     * updated weights' all-gather as many */
+    j.zero = 2;
+    r.tensors = 10;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden + t.dp_exposed, 10 * 1e-5 + 10 * 1e-5);
+}
+
 /* one node of 2 cores computing 2e11 FLOP/s together */
 static plait_cluster cpu_cluster(void) {
     plait_cluster c = gpu_cluster();
@@ -432,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_width),
+        cmocka_unit_test(test_time_dp_buckets),
         cmocka_unit_test(test_time_shared_cpu_cores),
         cmocka_unit_test(test_time_cpu_rows),
         cmocka_unit_test(test_time_cpu_pipeline),

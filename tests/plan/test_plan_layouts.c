@@ -233,6 +233,7 @@ static void test_stages_match_plans(void **state) {
              (double)shape[s].f, (double)plan[s].f)
                 SAME(param_numel);
                 SAME(largest_layer_numel);
+                SAME(tensors);
                 SAME(flops);
                 SAME(recompute_flops);
                 SAME(act_bytes);
