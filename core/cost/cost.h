@@ -200,6 +200,9 @@ typedef struct plait_cost_time {
     double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
     const char *ep_link;          /* the ep group's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
+    double dp_window;             /* the compute it can hide behind: the last micro-batch's backward (adam,
+                                     zero1), every micro-batch after the first's backward (zero2), the
+                                     step's backward (zero3) */
     double dp_intra, dp_inter;    /* of the DP reduction, the time on each link */
     double bubble;                /* the busiest stage's idle share */
     const char *tp_link, *pp_link, *dp_link; /* link kinds: nvlink, infiniband, shm, ... */

@@ -411,9 +411,20 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s;
     out->idle = crit - out->compute - out->comm;
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
-    /* the reduction of all buckets but the last hides behind the backward
-     * pass (two thirds of the compute) */
+    /* what the DP reduction can hide behind: plain DP and ZeRO-1 start a
+     * bucket at the last micro-batch's backward of its layers
+     * (dp_grads_ready's and zero_after_backward_grads' `last`), so behind
+     * that backward alone (two thirds of a micro-batch's compute), however
+     * many micro-batches ran before; ZeRO-2 reduce-scatters each
+     * micro-batch's gradients as its backward makes them, and they travel
+     * beside every micro-batch after it, the last one's behind its own
+     * backward; ZeRO-3's gathers and reduce-scatters behind the backward of
+     * the whole step */
+    double m = stages[out->busiest].micro_batches > 1 ? stages[out->busiest].micro_batches : 1;
     double backward = 2.0 / 3.0 * out->compute;
+    if (j->zero <= 1) backward /= m;
+    else if (j->zero == 2) backward = (m - 1) / m * fwd_bwd + backward / m;
+    out->dp_window = backward;
     double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);
     /* on a CPU node whose cores the ranks fill, the collectives' copies
      * and sums run on those cores: hiding them behind the backward pass
