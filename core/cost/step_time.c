@@ -162,7 +162,10 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     } else {
         double U = b.weight * r->largest_layer_numel * w;
         double first = dp_gather(d, U, 1);
-        *hidden = rs + dp_gathers(d, W * w, layers, 2 * m) - first;
+        /* a gather a unit (zero_gather.c's start_gather), and units never
+         * span two layers */
+        double units = r->tensors > 0 ? parts_of(r, W, j->bucket_bytes) : layers;
+        *hidden = rs + dp_gathers(d, W * w, units > layers ? units : layers, 2 * m) - first;
         *exposed = first;
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }

@@ -310,6 +310,14 @@ static void test_time_dp_buckets(void **state) {
     r.tensors = 10;
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_hidden + t.dp_exposed, 10 * 1e-5 + 10 * 1e-5);
+    /* ZeRO-3: each unit gathered before its forward and again before its
+     * backward, and its gradients reduce-scattered, 3 x 10 collectives; the
+     * first layer's gather (the rank's one layer here) exposed */
+    j.zero = 3;
+    r.largest_layer_numel = r.param_numel;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 30 * 1e-5 - 1e-5);
+    NEAR(t.dp_exposed, 1e-5);
 }
 
 /* What the DP reduction hides behind. Plain DP starts its buckets at the
