@@ -344,6 +344,18 @@ static void test_time_dp_window(void **state) {
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_window, 2.0 / 3.0);
     NEAR(t.step - t.optim, 1 + 0.01);
+    /* ZeRO-1 under a pipeline reduces after the step's backward: none of
+     * it hides (the stage's FLOPs as before: the same compute) */
+    j.zero = 1;
+    j.pp = 2;
+    plait_cost_rank two[2] = {r, r};
+    two[0].pp = two[1].pp = 2;
+    two[0].micro_batches = two[1].micro_batches = 4;
+    plait_cost_step_time(two, &j, &c, &t);
+    NEAR(t.dp_window, 0.0);
+    assert_true(t.dp_hidden > 0);
+    NEAR(t.step - t.optim, 1 + t.dp_hidden + t.dp_exposed);
+    j.pp = 1;
     /* ZeRO-2, 4 micro-batches: 4 reduce-scatters of 4 GB (0.2 s each), the
      * last unit's exposed, and the weights' all-gather (0.2 s) */
     r.micro_batches = 4;
