@@ -27,9 +27,12 @@
  *            critical path by the alpha-beta model of their link (TP inside
  *            a node, the network's bandwidth shared by a node's ranks); the
  *            pipeline's idle share by the schedule's formula; the DP
- *            reduction (hierarchical across nodes where the comm plugin is)
- *            overlapped with the backward pass except its last bucket; the
- *            optimizer step bound by memory bandwidth.
+ *            reduction (hierarchical across nodes where the comm plugin is),
+ *            a collective a bucket or ZeRO unit, overlapped except its last
+ *            bucket with what runs while it travels (the last
+ *            micro-batch's backward; ZeRO-2: the micro-batches after each;
+ *            ZeRO-1 under a pipeline: nothing); the optimizer step bound
+ *            by memory bandwidth.
  */
 #ifndef PLAIT_CORE_COST_H
 #define PLAIT_CORE_COST_H
