@@ -27,9 +27,12 @@
  *            critical path by the alpha-beta model of their link (TP inside
  *            a node, the network's bandwidth shared by a node's ranks); the
  *            pipeline's idle share by the schedule's formula; the DP
- *            reduction (hierarchical across nodes where the comm plugin is)
- *            overlapped with the backward pass except its last bucket; the
- *            optimizer step bound by memory bandwidth.
+ *            reduction (hierarchical across nodes where the comm plugin is),
+ *            a collective a bucket or ZeRO unit, overlapped except its last
+ *            bucket with what runs while it travels (the last
+ *            micro-batch's backward; ZeRO-2: the micro-batches after each;
+ *            ZeRO-1 under a pipeline: nothing); the optimizer step bound
+ *            by memory bandwidth.
  */
 #ifndef PLAIT_CORE_COST_H
 #define PLAIT_CORE_COST_H
@@ -51,6 +54,9 @@ typedef struct plait_cost_rank {
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
     double largest_tensor_numel; /* its largest parameter's elements it holds: the slice tp and ep leave it */
+    double tensors;              /* the parameter tensors it holds (0 = not known): the most DP buckets
+                                    and ZeRO units they make, a tensor larger than a bucket being one
+                                    alone */
     double flops;                /* forward + backward FLOPs per step, recomputed forwards included */
     double recompute_flops;      /* of those, the forwards run again for recomputation */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */
@@ -198,6 +204,9 @@ typedef struct plait_cost_time {
     double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
     const char *ep_link;          /* the ep group's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
+    double dp_window;             /* the compute it can hide behind: the last micro-batch's backward (adam,
+                                     zero1), every micro-batch after the first's backward (zero2), the
+                                     step's backward (zero3) */
     double dp_intra, dp_inter;    /* of the DP reduction, the time on each link */
     double bubble;                /* the busiest stage's idle share */
     const char *tp_link, *pp_link, *dp_link; /* link kinds: nvlink, infiniband, shm, ... */

@@ -55,6 +55,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         }
         out->param_numel += e;
         if (e > out->largest_tensor_numel) out->largest_tensor_numel = e;
+        out->tensors++;
         if (p->layer < 4096) layer_numel[p->layer] += e;
     }
     for (int l = 0; l < nl && l < 4096; l++)

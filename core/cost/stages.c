@@ -24,6 +24,7 @@ typedef struct tp_slices {
     double *layer_expert;  /* n_layers entries (the same block): its largest routed experts' tensor's slice, all E */
     double *layer_copy;    /* n_layers entries: the bf16 copy's elements under bf16 activations */
     double *layer_master;  /* n_layers entries: of those, unrounded, the tied copy's left out */
+    double *layer_tensors; /* n_layers entries: the parameter tensors of a layer (tied copies apart) */
     double copy_numel;     /* the head's tied copy of the token embedding */
     double vocab_padded;
 } tp_slices;
@@ -97,6 +98,7 @@ void plait_cost_model_free(plait_cost_model *m) {
     for (int i = 0; i < m->n_tps; i++) {
         free(m->tps[i].layer_numel);
         free(m->tps[i].layer_copy);
+        free(m->tps[i].layer_tensors);
         free(m->tps[i].layer_master);
     }
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
@@ -150,6 +152,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
         free(m->tps[0].layer_numel);
         free(m->tps[0].layer_copy);
         free(m->tps[0].layer_master);
+        free(m->tps[0].layer_tensors);
         memmove(&m->tps[0], &m->tps[1], (TP_CACHE - 1) * sizeof m->tps[0]);
         m->n_tps--;
     }
@@ -159,10 +162,12 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     t->layer_numel = calloc(3 * (size_t)m->n_layers, sizeof *t->layer_numel);
     t->layer_copy = calloc((size_t)m->n_layers, sizeof *t->layer_copy);
     t->layer_master = calloc((size_t)m->n_layers, sizeof *t->layer_master);
-    if (!t->layer_numel || !t->layer_copy || !t->layer_master) {
+    t->layer_tensors = calloc((size_t)m->n_layers, sizeof *t->layer_tensors);
+    if (!t->layer_numel || !t->layer_copy || !t->layer_master || !t->layer_tensors) {
         free(t->layer_numel);
         free(t->layer_copy);
         free(t->layer_master);
+        free(t->layer_tensors);
         return NULL;
     }
     t->layer_tensor = t->layer_numel + m->n_layers;
@@ -187,6 +192,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
             t->copy_numel = e;
         } else if (p->layer >= 0 && p->layer < m->n_layers) {
             t->layer_numel[p->layer] += e;
+            t->layer_tensors[p->layer]++;
             double *big = p->flags & PLAIT_PARAM_EXPERT ? &t->layer_expert[p->layer] : &t->layer_tensor[p->layer];
             if (e > *big) *big = e;
         }
@@ -403,7 +409,11 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     if (t->layer_copy[ly] > r->largest_copy_numel) r->largest_copy_numel = t->layer_copy[ly];
                 }
                 /* a tied copy counts where its original is not on the stage */
-                if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
+                r->tensors += t->layer_tensors[ly];
+                if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) {
+                    e += t->copy_numel;
+                    r->tensors++;
+                }
                 r->param_numel += e;
                 if (e > r->largest_layer_numel) r->largest_layer_numel = e;
                 /* its largest tensor's slice: a checkpoint's buffer (ckpt_cost.h) */

@@ -103,6 +103,17 @@ static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_ga
 
 static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
 
+/* The collectives `bytes` of a rank's gradients or weights go in, in
+ * buckets of `bucket` bytes: the DP plugin's buckets and ZeRO's units fill
+ * up to a bucket from consecutive tensors, but a tensor larger than a
+ * bucket is one alone (dp_buckets.c, zero_partition.c), so a rank holding
+ * few large tensors (a tp slice of a wide model) starts one collective a
+ * tensor, far fewer than bytes / bucket; each pays the ring's latency. */
+static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
+    double n = ceil_div(bytes, bucket);
+    return r->tensors > 0 && r->tensors < n ? r->tensors : n;
+}
+
 /* The DP group's collectives in a step, as plait's optimizers run them:
  * plain DP and ZeRO-1 reduce the accumulated gradients once, in buckets
  * (all-reduce; ZeRO-1 a reduce-scatter and the updated weights' all-gather);
@@ -128,30 +139,33 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
     if (j->zero <= 1) {
         double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
-        double parts = ceil_div(S - last, j->bucket_bytes * g);
+        double parts = parts_of(r, S - last, j->bucket_bytes * g);
         if (j->zero == 0) {
             *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
             *exposed = dp_allreduce(d, last, 1);
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
             *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
-            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
             *bytes = (n - 1.0) / n * (S + W * w);
         }
         return;
     }
     /* stages 2 and 3: every micro-batch's gradients */
     double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
-    double rs = dp_gathers(d, G, ceil_div(W, j->bucket_bytes), m);
+    double rs = dp_gathers(d, G, parts_of(r, W, j->bucket_bytes), m);
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
         *hidden = rs - tail;
-        *exposed = tail + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+        *exposed = tail + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
         *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
         double U = b.weight * r->largest_layer_numel * w;
         double first = dp_gather(d, U, 1);
-        *hidden = rs + dp_gathers(d, W * w, layers, 2 * m) - first;
+        /* a gather a unit (zero_gather.c's start_gather), and units never
+         * span two layers */
+        double units = r->tensors > 0 ? parts_of(r, W, j->bucket_bytes) : layers;
+        *hidden = rs + dp_gathers(d, W * w, units > layers ? units : layers, 2 * m) - first;
         *exposed = first;
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
@@ -400,9 +414,23 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s;
     out->idle = crit - out->compute - out->comm;
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
-    /* the reduction of all buckets but the last hides behind the backward
-     * pass (two thirds of the compute) */
+    /* what the DP reduction can hide behind: plain DP and ZeRO-1 start a
+     * bucket at the last micro-batch's backward of its layers
+     * (dp_grads_ready's and zero_after_backward_grads' `last`), so behind
+     * that backward alone (two thirds of a micro-batch's compute), however
+     * many micro-batches ran before; ZeRO-2 reduce-scatters each
+     * micro-batch's gradients as its backward makes them, and they travel
+     * beside every micro-batch after it, the last one's behind its own
+     * backward; ZeRO-3's gathers and reduce-scatters behind the backward of
+     * the whole step. ZeRO-1 under a pipeline starts its reduce-scatters
+     * only after the step's backward (zero_state.c's defer_rs): nothing
+     * hides them. */
+    double m = stages[out->busiest].micro_batches > 1 ? stages[out->busiest].micro_batches : 1;
     double backward = 2.0 / 3.0 * out->compute;
+    if (j->zero == 1 && j->pp > 1) backward = 0;
+    else if (j->zero <= 1) backward /= m;
+    else if (j->zero == 2) backward = (m - 1) / m * fwd_bwd + backward / m;
+    out->dp_window = backward;
     double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);
     /* on a CPU node whose cores the ranks fill, the collectives' copies
      * and sums run on those cores: hiding them behind the backward pass

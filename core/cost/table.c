@@ -249,7 +249,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
                 l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter, t->dp_hidden,
-                t->dp_hidden > 2.0 / 3.0 * t->compute ? " (more than it hides)" : "", t->dp_exposed,
+                t->dp_hidden > t->dp_window ? " (more than it hides)" : "", t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 3  ? ", the first layer's gather"
                 : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
                                                       : "");

@@ -281,6 +281,97 @@ static void test_time_hierarchy(void **state) {
     NEAR(plait_cluster_inter_share(&c, 4), 5e9);
 }
 
+/* The DP reduction pays the ring's latency once a collective: the DP
+ * plugin's buckets and ZeRO's units put a tensor larger than a bucket in
+ * one of its own, so a rank of 10 tensors of 400 MB starts 10 collectives,
+ * not 4 GB / 25 MB of them. */
+static void test_time_dp_buckets(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.intra.bandwidth = 1e30; /* the latency alone */
+    plait_cost_rank r = {.dp = 2, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 1e9};
+    plait_cost_job j = {.dp = 2, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* tensors not known: the 4 GB before the last bucket in 159 buckets,
+     * each all-reduce 2 (n - 1) latencies */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 159 * 2e-5);
+    NEAR(t.dp_exposed, 2e-5);
+    r.tensors = 10;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 10 * 2e-5);
+    NEAR(t.dp_exposed, 2e-5);
+    r.tensors = 1000; /* small tensors fill buckets */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 159 * 2e-5);
+    /* ZeRO-2: a reduce-scatter of each unit, n - 1 latencies, and the
+     * updated weights' all-gather as many */
+    j.zero = 2;
+    r.tensors = 10;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden + t.dp_exposed, 10 * 1e-5 + 10 * 1e-5);
+    /* ZeRO-3: each unit gathered before its forward and again before its
+     * backward, and its gradients reduce-scattered, 3 x 10 collectives; the
+     * first layer's gather (the rank's one layer here) exposed */
+    j.zero = 3;
+    r.largest_layer_numel = r.param_numel;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 30 * 1e-5 - 1e-5);
+    NEAR(t.dp_exposed, 1e-5);
+}
+
+/* What the DP reduction hides behind. Plain DP starts its buckets at the
+ * last micro-batch's backward: with 4 micro-batches of 0.25 s, behind
+ * two thirds of the last one. ZeRO-2 reduce-scatters every micro-batch's
+ * gradients, which travel beside the micro-batches after it. */
+static void test_time_dp_window(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.intra.latency = 0;
+    /* 1 s of compute at 0.5 TFLOP/s, 4 GB of float32 gradients */
+    plait_cost_rank r = {.dp = 2, .tp = 1, .pp = 1, .micro_batches = 4, .param_numel = 1e9, .flops = 5e11};
+    plait_cost_job j = {.dp = 2, .tp = 1, .pp = 1, .bucket_bytes = 1e8, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* the all-reduce: 3.9 GB before the last bucket, 0.39 s; the last 0.01 s */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 1.0);
+    NEAR(t.dp_hidden, 0.39);
+    NEAR(t.dp_exposed, 0.01);
+    NEAR(t.dp_window, 2.0 / 3.0 / 4);
+    NEAR(t.step - t.optim, 1 + 0.01 + 0.39 - 2.0 / 3.0 / 4);
+    /* one micro-batch: its backward hides all but the last bucket */
+    r.micro_batches = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_window, 2.0 / 3.0);
+    NEAR(t.step - t.optim, 1 + 0.01);
+    /* ZeRO-1 under a pipeline reduces after the step's backward: none of
+     * it hides (the stage's FLOPs as before: the same compute) */
+    j.zero = 1;
+    j.pp = 2;
+    plait_cost_rank two[2] = {r, r};
+    two[0].pp = two[1].pp = 2;
+    two[0].micro_batches = two[1].micro_batches = 4;
+    plait_cost_step_time(two, &j, &c, &t);
+    NEAR(t.dp_window, 0.0);
+    assert_true(t.dp_hidden > 0);
+    NEAR(t.step - t.optim, 1 + t.dp_hidden + t.dp_exposed);
+    j.pp = 1;
+    /* ZeRO-2, 4 micro-batches: 4 reduce-scatters of 4 GB (0.2 s each), the
+     * last unit's exposed, and the weights' all-gather (0.2 s) */
+    r.micro_batches = 4;
+    j.zero = 2;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 0.8 - 0.005);
+    NEAR(t.dp_exposed, 0.005 + 0.2);
+    NEAR(t.dp_window, 0.75 * 1 + 2.0 / 3.0 / 4);
+    NEAR(t.step - t.optim, 1 + 0.205);
+    /* more to hide than the window: the rest is exposed */
+    r.micro_batches = 16;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 3.2 - 0.005);
+    NEAR(t.step - t.optim, 1 + 0.205 + (3.2 - 0.005) - (15.0 / 16 + 2.0 / 3.0 / 16));
+}
+
 /* one node of 2 cores computing 2e11 FLOP/s together */
 static plait_cluster cpu_cluster(void) {
     plait_cluster c = gpu_cluster();
@@ -432,6 +523,8 @@ int main(void) {
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_width),
+        cmocka_unit_test(test_time_dp_buckets),
+        cmocka_unit_test(test_time_dp_window),
         cmocka_unit_test(test_time_shared_cpu_cores),
         cmocka_unit_test(test_time_cpu_rows),
         cmocka_unit_test(test_time_cpu_pipeline),

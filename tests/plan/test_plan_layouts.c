@@ -234,6 +234,7 @@ static void test_stages_match_plans(void **state) {
                 SAME(param_numel);
                 SAME(largest_layer_numel);
                 SAME(largest_tensor_numel);
+                SAME(tensors);
                 SAME(flops);
                 SAME(recompute_flops);
                 SAME(act_bytes);

@@ -33,7 +33,7 @@
 /* of the 35 published layouts, fitting plait's count */
 #define MIN_FITTING 29
 /* predicted within 15% */
-#define MIN_WITHIN_15 22
+#define MIN_WITHIN_15 24
 #define MAX_MEDIAN_MFU 5.0 /* points between the predicted and the measured MFU, the median */
 
 typedef struct run {
