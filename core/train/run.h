@@ -100,6 +100,9 @@ typedef struct plait_step_exec {
     int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
     int64_t n_micro_batches;  /* of a step over all ranks (plait_batch_micro_batches) */
     plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
+    /* several chunks a stage: the pipeline's links, [act, grad][colour],
+     * each a copy of the pp group (step_pipeline.c); NULL otherwise */
+    plait_comm *pp_link[2][3];
     int pp_bf16;              /* a bf16 run's stage boundaries travel in bf16 (step_pipeline.c): 1 the
                                  core's wire format, 2 bf16 tensors (a transport that moves device memory) */
     plait_bf16 **pp_wire;     /* pp_bf16 == 2: [max_slots * 2 + 1] device buffers of a boundary's bf16 form,

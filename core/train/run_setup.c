@@ -8,7 +8,6 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
-#include "train/pipeline_transport.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_source.h"
@@ -144,9 +143,6 @@ plait_status plait_run_load_parallel(plait_run *run) {
     int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)
         return plait_set_error(PLAIT_ERR_INTERNAL, "plan has %d model chunks per stage (at least 1)", chunks);
-    /* the launcher's preflight plans here too: refused once before any rank
-     * starts, and by each rank that mpirun, srun or torchrun started */
-    if ((st = plait_check_pipeline_transport(run->cfg, run->world.mesh.pp, chunks)) != PLAIT_OK) return st;
     free(run->work.first_layer);
     free(run->work.last_layer);
     run->work.first_layer = malloc(sizeof(int32_t) * (size_t)chunks);

@@ -616,10 +616,11 @@ plait_status plait_step_exec_open(plait_run *run) {
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
     e->stage_times = e->step_sums + e->n_micro_batches;
-    return PLAIT_OK;
+    return plait_step_links_open(run);
 }
 
 void plait_step_exec_close(plait_step_exec *e) {
+    plait_step_links_close(e);
     free(e->slot_of);
     free(e->slot_busy);
     free(e->send_req);

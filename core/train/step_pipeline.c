@@ -134,6 +134,60 @@ static uint32_t pp_tag(crossing what, int32_t boundary, int32_t mb) {
     return ((uint32_t)what << 30) | ((uint32_t)boundary << 16) | ((uint32_t)mb & 0xffffu);
 }
 
+/* ---- the pipeline's links --------------------------------------------- */
+
+/* A transport on device streams (nccl) runs one communicator's operations
+ * in posting order on one stream, each send until its peer posts the
+ * matching receive, and matches a pair's messages in posting order, not by
+ * tag. Over one pp communicator a pipeline of several chunks a stage then
+ * deadlocks (a pending send holds up a later receive) and, at pp 2, pairs
+ * an activation with a gradient: the two kinds cross the same two ranks in
+ * different orders on the two sides (docs/transport.md, "Posting order").
+ * So such a pipeline gives every link its own communicator: link c of a
+ * kind joins stage c and stage c + 1 (mod pp), activations flowing up,
+ * gradients down. A rank sends on one link of each kind and receives on
+ * another, so each of its links carries one direction to one peer, in the
+ * order both sides use (schedule.h, "Message order"): what tcp's (peer,
+ * tag) matching gives, and a schedule that runs over tcp runs over it. The
+ * links are coloured so that a rank's two links of a kind are different
+ * communicators: c % 2, and 2 for the last link of an odd pp (it meets
+ * link 0 at stage 0). */
+static int link_colour(int32_t link, int32_t pp) { return pp % 2 && link == pp - 1 ? 2 : link % 2; }
+
+static const char *const link_names[2][3] = {{"pp act 0", "pp act 1", "pp act 2"},
+                                             {"pp grad 0", "pp grad 1", "pp grad 2"}};
+
+plait_status plait_step_links_open(plait_run *run) {
+    int32_t pp = run->world.mesh.pp;
+    if (pp < 2 || run->work.plan.chunks < 2) return PLAIT_OK;
+    plait_comm *group = run->world.mesh.pp_comm;
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < (pp % 2 ? 3 : 2); c++) {
+            plait_status st = plait_comm_split(group, 0, plait_comm_rank(group), link_names[k][c],
+                                               &run->exec.pp_link[k][c]);
+            if (st != PLAIT_OK) return plait_wrap_error(st, "making the pipeline's link '%s'", link_names[k][c]);
+        }
+    return PLAIT_OK;
+}
+
+void plait_step_links_close(plait_step_exec *exec) {
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 3; c++) {
+            if (exec->pp_link[k][c]) plait_comm_free(exec->pp_link[k][c]);
+            exec->pp_link[k][c] = NULL;
+        }
+}
+
+/* The communicator of a boundary of kind `what` between this stage and
+ * `peer`: its link where the pipeline has links, else the pp group. An
+ * activation's link is named by its sender, a gradient's by its receiver. */
+static plait_comm *link_of(const plait_run *run, int what, int is_send, int32_t peer) {
+    plait_comm *group = run->world.mesh.pp_comm;
+    if (!run->exec.pp_link[what][0]) return group;
+    int32_t me = plait_comm_rank(group), lower = what == 0 ? (is_send ? me : peer) : (is_send ? peer : me);
+    return run->exec.pp_link[what][link_colour(lower, run->world.mesh.pp)];
+}
+
 int plait_step_pp_bf16(const plait_run *run) {
     if (run->world.mesh.pp < 2 || plait_device_precision(run->cfg) != PLAIT_PRECISION_BF16) return 0;
     if (plait_comm_p2p_bf16_carried(run->world.mesh.pp_comm, plait_device_mem_kind())) return 1;
@@ -147,15 +201,14 @@ int plait_step_pp_bf16(const plait_run *run) {
  * kind ended), NCCL's bf16 point-to-point, a receive widened on the compute
  * stream once it ended (receives block). Nothing is summed: the bits are
  * those of the core's wire format. */
-static plait_status pp_p2p16(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag, size_t wire,
-                             plait_request **req) {
+static plait_status pp_p2p16(plait_run *run, plait_comm *comm, int is_send, const float *buf, int32_t stage,
+                             uint32_t tag, size_t wire, plait_request **req) {
     const size_t n = plait_model_boundary_numel(run->model.instance);
     const plait_kernels *k = plait_device_kernels();
     plait_bf16 **w = &run->exec.pp_wire[wire];
     if (!*w && !(*w = plait_device_alloc(n * sizeof(plait_bf16), "pp bf16 messages"))) return PLAIT_ERR_NO_MEMORY;
     if (is_send) k->to_bf16(*w, buf, n);
-    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, is_send, *w, n, PLAIT_BF16, stage, tag,
-                                     plait_device_mem_kind(), req);
+    plait_status st = plait_comm_p2p(comm, is_send, *w, n, PLAIT_BF16, stage, tag, plait_device_mem_kind(), req);
     if (st == PLAIT_OK && !is_send) k->from_bf16((float *)(uintptr_t)buf, *w, n);
     return st;
 }
@@ -165,11 +218,10 @@ static plait_status pp_p2p16(plait_run *run, int is_send, const float *buf, int3
 static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag, size_t wire,
                            plait_request **req) {
     const size_t n = plait_model_boundary_numel(run->model.instance);
-    if (run->exec.pp_bf16 == 2) return pp_p2p16(run, is_send, buf, stage, tag, wire, req);
-    if (run->exec.pp_bf16)
-        return plait_comm_p2p_bf16(run->world.mesh.pp_comm, is_send, buf, n, stage, tag, plait_device_mem_kind(), req);
-    return plait_comm_p2p(run->world.mesh.pp_comm, is_send, buf, n, PLAIT_F32, stage, tag, plait_device_mem_kind(),
-                          req);
+    plait_comm *comm = link_of(run, (int)(tag >> 30), is_send, stage);
+    if (run->exec.pp_bf16 == 2) return pp_p2p16(run, comm, is_send, buf, stage, tag, wire, req);
+    if (run->exec.pp_bf16) return plait_comm_p2p_bf16(comm, is_send, buf, n, stage, tag, plait_device_mem_kind(), req);
+    return plait_comm_p2p(comm, is_send, buf, n, PLAIT_F32, stage, tag, plait_device_mem_kind(), req);
 }
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
@@ -192,7 +244,15 @@ static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const f
         if (w != PLAIT_OK) return w;
     }
     t->pp_bytes += plait_model_boundary_numel(run->model.instance) * (run->exec.pp_bf16 ? 2 : sizeof(float));
-    return pp_p2p(run, 1, buf, to_stage, tag, (size_t)slot * 2 + what, r);
+    plait_status st = pp_p2p(run, 1, buf, to_stage, tag, (size_t)slot * 2 + what, r);
+    if (st != PLAIT_OK || !run->exec.pp_link[0][0]) return st;
+    /* A link's send is handed to the network now: a transport that queues
+     * sends until a test or wait on their communicator (nccl) would
+     * otherwise hold it while this stage waits on another link. */
+    int done = 0;
+    st = plait_request_test(*r, &done);
+    if (st != PLAIT_OK || done) *r = NULL; /* test released it */
+    return st;
 }
 
 plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {

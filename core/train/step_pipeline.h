@@ -27,6 +27,13 @@ void plait_step_reset_slots(plait_run *run);
  * idle): before their buffers are touched again. */
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t);
 
+/* A pipeline of several model chunks a stage (pp >= 2): its links, a
+ * communicator per direction and kind of boundary, made from the pp group
+ * by every rank of it (exec.pp_link; a collective over the pp group).
+ * PLAIT_OK with none made otherwise. plait_step_links_close frees them. */
+plait_status plait_step_links_open(plait_run *run);
+void plait_step_links_close(plait_step_exec *exec);
+
 /* Nonzero if this run's stage boundaries (the activations and their
  * gradients between pipeline stages) travel in bf16, a bf16 run ([run]
  * precision) with pp > 1: 1 in the core's wire format, on a transport that
