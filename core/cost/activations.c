@@ -159,6 +159,9 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     /* the residual stream at boundary l (0..L) sits between layers l and
      * l + 1: a slot holding either keeps it */
     int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
+    /* but the output of a chunk that ends before the head, sent to the
+     * next stage, shares the buffer its gradient arrives in */
+    if (last <= s->L) boundaries--;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     if (boundaries > 0) f += boundaries * al(BTCq);
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));

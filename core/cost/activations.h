@@ -123,8 +123,10 @@ double plait_cost_message_bytes(const plait_cost_shape *s);
 
 /* Bytes one activation slot holds for layers [first, last] of the model
  * (0 = embedding, 1..L blocks, L+1 head): token and target ids, two
- * gradient buffers, the residual stream at every boundary the slot touches,
- * each block's saved tensors and, with the head, its logits. */
+ * gradient buffers, the residual stream at every boundary the slot touches
+ * but the output of a chunk that ends before the head (it shares the
+ * gradient buffer its gradient arrives in), each block's saved tensors
+ * and, with the head, its logits. */
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
 
 /* Ring attention's traffic (cp > 1; nothing otherwise) for `blocks`

@@ -600,6 +600,9 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
                                plait_model_layer_name(m, layer), (int)slot);
     if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
+    /* a slot's output may share its gradient buffer (model_slots.c), whose
+     * bf16 copy sb.dres then no longer is */
+    if (layer <= L && m->dres_of && m->dres_of == s->bound[layer]) m->dres_of = NULL;
     if (m->desc->is_llama)
         return layer == 0       ? plait_llama_embedding_forward(m, s)
                : layer == L + 1 ? plait_llama_head_forward(m, s)

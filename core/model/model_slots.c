@@ -164,8 +164,19 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
      * sequence parallelism), as are the norms' statistics below */
     TAKE(s->gbuf[0], R * C);
     TAKE(s->gbuf[1], R * C);
-    for (int64_t l = 0; l <= L; l++)
-        if (plait_model_slot_has(m, s, l) || plait_model_slot_has(m, s, l + 1)) TAKE(s->bound[l], R * C);
+    for (int64_t l = 0; l <= L; l++) {
+        const int out = plait_model_slot_has(m, s, l), in = plait_model_slot_has(m, s, l + 1);
+        /* the slot's output, which the next stage's layer l + 1 reads: dead
+         * once sent, so it lives in the buffer its gradient arrives in, as
+         * Megatron-LM frees a stage's output after its send. The gradient
+         * comes only after the next stage has run its forward on what was
+         * sent, so the send has read it by then (train/step_pipeline.c) */
+        if (out && !in) {
+            if (base) s->bound[l] = s->gbuf[l & 1];
+        } else if (out || in) {
+            TAKE(s->bound[l], R * C);
+        }
+    }
     for (int64_t l = 1; l <= L; l++) {
         if (!plait_model_slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];

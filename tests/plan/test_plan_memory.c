@@ -284,6 +284,19 @@ static const layout layouts[] = {
       "data.micro_batch=1", "model.recompute=full", NULL},
      1,
      1},
+    /* interleaved, one layer a chunk: every chunk but the head's sends its
+     * output, which shares the buffer its gradient arrives in (the
+     * embedding's chunk keeps no boundary of its own) */
+    {"cpu gpt pp2 interleaved v2 full",
+     {"device.plugin=cpu", "parallel.pp=2", "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
+    {"cuda_emu bf16 pp2 interleaved v2 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=interleaved",
+      "parallel.pp.virtual_stages=2", "data.micro_batch=1", "model.recompute=full", NULL},
+     1,
+     1},
     /* the split backward's stash in bf16, over c_fc's and c_attn's outputs
      * (none) and apart (selective) */
     {"cuda_emu bf16 pp2 zb1",
