@@ -124,8 +124,8 @@ typedef struct plait_model_create_args {
      * and the model is a GPT with its fused kernels, without tensor
      * parallelism (any [model] recompute, either backward); else (and at
      * 0) float32.
-     * The residual stream, its gradient, every parameter and gradient stay
-     * float32. Such a model keeps no float32 logits: a forward of the head
+     * The residual stream (but under residual_bf16, below), its gradient,
+     * every parameter and gradient stay float32. Such a model keeps no float32 logits: a forward of the head
      * without targets, or with plait_model_keep_logits, is refused. Whether
      * it was granted: plait_model_bf16_activations. */
     int activations_bf16;
