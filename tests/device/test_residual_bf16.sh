@@ -11,7 +11,8 @@
 #   them (at pp 2, one layer a chunk, every boundary crosses stages and the
 #   bf16 wire rounds a float32 stream as well); memory.csv's activation
 #   bytes less than the float32 stream's in one process of 8 blocks under
-#   full recomputation; a float32 run refuses the key naming [run] precision.
+#   full recomputation; a float32 run refuses the key naming [run] precision,
+#   in train and in config check.
 # 4 steps of a 2-block model of context 64 (1 of 8 blocks for the memory),
 # deterministic mode.
 # shellcheck source=tests/e2e/lib.sh
@@ -55,4 +56,7 @@ done
 out=$("$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/refused" "${D[@]}" run.precision=fp32 run.residual=bf16 2>&1) &&
   fail "residual = bf16 on a float32 run was accepted"
 grep -q "residual = bf16 needs \[run\] precision = bf16" <<<"$out" || fail "unclear refusal: $out"
+out=$("$PLAIT_BIN" config check "$CFG" run.precision=fp32 run.residual=bf16 2>&1) &&
+  fail "config check accepted residual = bf16 on a float32 run"
+grep -q "residual = bf16 needs \[run\] precision = bf16" <<<"$out" || fail "config check: unclear refusal: $out"
 echo "residual bf16 OK"
