@@ -125,6 +125,18 @@ static void print_model(const plait_config *cfg) {
     plait_model_desc_free(desc);
 }
 
+/* [run] residual = bf16 on a float32 run: train's refusal (model/model.c),
+ * said before any rank starts; whether the device widens bf16 is left to
+ * the ranks, which open it. */
+static plait_status check_residual(const plait_config *cfg) {
+    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0 ||
+        plait_device_precision(cfg) == PLAIT_PRECISION_BF16)
+        return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                           "[run] residual = bf16 needs [run] precision = bf16: the residual stream rounds to the "
+                           "products' bf16 (residual = fp32 keeps it float32)");
+}
+
 static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -138,7 +150,8 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     }
     /* the layout too (batch arithmetic for dp, n_head % tp, the pipeline
      * partition): what would stop `plait train` stops check and show */
-    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK) {
+    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
+        check_residual(cfg) != PLAIT_OK) {
         plait_cli_print_error(argv[2]);
         plait_config_free(cfg);
         return 1;

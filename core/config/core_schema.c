@@ -29,6 +29,7 @@ static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direc
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
+static const char *const residual_choices[] = {"fp32", "bf16", NULL};
 
 static const plait_key_decl run_keys[] = {
     KEY("seed", I, "1337", 0, 9.2e18, NULL, SAME, "seed for initial weights, data sampling and generation"),
@@ -93,6 +94,10 @@ static const plait_key_decl run_keys[] = {
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
         "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/cpu.md and docs/gpu.md)"),
+    KEY("residual", E, "fp32", 1, 0, residual_choices, SAME,
+        "the residual stream between blocks: fp32; bf16 (precision = bf16 only) = rounded to bf16 after the "
+        "embedding and after each block, the block boundaries a micro-batch keeps stored in bf16, as "
+        "Megatron-LM keeps them without --fp32-residual-connection (docs/recompute.md)"),
     KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: CPU features to treat as absent, comma-separated (avx2, avx512, avx512_bf16, amx_bf16)"),
     KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,

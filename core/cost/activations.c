@@ -73,6 +73,8 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
+    /* the model's rule (model/model.c): a bf16 run on kernels that widen bf16 */
+    s->res16 = in->residual_bf16 && terms.requested && in->device && in->device->bf16_tensors;
 }
 
 /* Floats of a block's saved tensors (model/recompute.c's parts, in their
@@ -159,8 +161,15 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     /* the residual stream at boundary l (0..L) sits between layers l and
      * l + 1: a slot holding either keeps it */
     int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
+    /* but the output of a chunk that ends before the head, sent to the
+     * next stage, shares the buffer its gradient arrives in */
+    if (last <= s->L) boundaries--;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
-    if (boundaries > 0) f += boundaries * al(BTCq);
+    /* under a bf16 residual stream, those both written and read in the
+     * slot (l and l + 1 in it) are bf16 (model/model_slots.c) */
+    int own = s->res16 ? imin(last - 1, s->L) - imax(first, 0) + 1 : 0;
+    if (own < 0) own = 0;
+    if (boundaries > 0) f += (boundaries - own) * al(BTCq) + own * bh(BTCq);
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
     /* the head: ln_f's output (gathered) and the logits (under a bf16
      * head, which computes the logits a chunk at a time in the scratch,
@@ -197,6 +206,9 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
         f += al((double)extra);
     }
     f += al(3 * BT);
+    /* a bf16 residual stream: the running layer's widened input and
+     * float32 output (model/model_slots.c, residual_get) */
+    if (s->res16) f += 2 * al(BT * s->C / seq_cut(s));
     /* the attention's: the device's fused scratch (at least Cl floats: the
      * weight half's saved key-bias gradient), or the probabilities' gradient */
     /* gate_proj's output gradient (bf16: SwiGLU's and a packed

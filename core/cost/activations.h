@@ -88,6 +88,7 @@ typedef struct plait_cost_shape_in {
     int cp;                     /* context parallelism: the rank keeps T / cp of each sequence (0 = 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
+    int residual_bf16; /* [run] residual = bf16 (the model takes it on a bf16 run, from_bf16 kernels) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
@@ -107,6 +108,7 @@ typedef struct plait_cost_shape {
     double att_scratch; /* the fused attention's scratch floats per sequence and head (the device's) */
     double att_bwd;     /* the fused attention's backward products a tile pair (the device's; 5 without one) */
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
+    int res16;        /* the residual stream rounded to bf16, the slots' own boundaries stored so */
     int bf16_head;    /* and its head's (without tensor parallelism) */
     int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
     double q;         /* the tp group's size under sequence parallelism, else 1 */
@@ -123,8 +125,10 @@ double plait_cost_message_bytes(const plait_cost_shape *s);
 
 /* Bytes one activation slot holds for layers [first, last] of the model
  * (0 = embedding, 1..L blocks, L+1 head): token and target ids, two
- * gradient buffers, the residual stream at every boundary the slot touches,
- * each block's saved tensors and, with the head, its logits. */
+ * gradient buffers, the residual stream at every boundary the slot touches
+ * but the output of a chunk that ends before the head (it shares the
+ * gradient buffer its gradient arrives in), each block's saved tensors
+ * and, with the head, its logits. */
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
 
 /* Ring attention's traffic (cp > 1; nothing otherwise) for `blocks`

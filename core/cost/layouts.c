@@ -469,3 +469,7 @@ int plait_cost_config_sp(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "parallel.tp", "sequence_parallel", &v) == PLAIT_OK && v.i != 0;
 }
+
+int plait_cost_config_residual_bf16(const plait_config *cfg) {
+    return strcmp(plait_config_str(cfg, "run", "residual"), "bf16") == 0;
+}

@@ -245,6 +245,10 @@ int plait_cost_layout_cp(const plait_cost_layout *l);
  * the tp plugin does not declare it). */
 int plait_cost_config_sp(const plait_config *cfg);
 
+/* 1 where the config's [run] residual is bf16 (model/model.h,
+ * residual_bf16). */
+int plait_cost_config_residual_bf16(const plait_config *cfg);
+
 /* The device planning assumes for the model of `cfg` (finalized): on a GPU
  * cluster (gpu = 1) the cuda device (plait_cost_device_cuda), else the cpu
  * device, whose kernels are the core's (plait_kernels_table()). */

@@ -18,7 +18,7 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
  * activations, messages) reading the same locals: the plan, its layers'
  * placement and the shape */
 void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
-                               int sp, int cp, const plait_cost_moe *moe, plait_cost_rank *out) {
+                               int sp, int cp, int residual_bf16, const plait_cost_moe *moe, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -76,7 +76,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .cp = cp,
                                           .split = split,
                                           .precision = precision,
-                                          .device = dev};
+                                          .device = dev,
+                                          .residual_bf16 = residual_bf16};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
      * weights, the head's tied copy included where the head is bf16 (model/model.c) */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cost/activations.h"
+#include "cost/layouts.h"
 #include "model/model.h"
 #include "model/tied.h"
 #include "runtime/error.h"
@@ -48,6 +49,7 @@ struct plait_cost_model {
      * and per layer its routed experts' parameter elements (0: dense) */
     plait_cost_moe moe;
     double *expert_numel; /* n_layers entries */
+    int residual_bf16;    /* the config's [run] residual is bf16 */
 };
 
 /* The model's experts: their count, routes and width, and each layer's
@@ -89,6 +91,7 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
     moe_of(m, cfg);
+    m->residual_bf16 = plait_cost_config_residual_bf16(cfg);
     *out = m;
     return PLAIT_OK;
 }
@@ -363,7 +366,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .cp = l->cp,
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
-                                    .device = dev};
+                                    .device = dev,
+                                    .residual_bf16 = m->residual_bf16};
     plait_cost_shape_init(&s, spec, &in);
     /* a cp rank computes T / cp tokens of each sequence (s.T) */
     double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;

@@ -509,6 +509,15 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
     m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;
+    if (args->residual_bf16 && (!args->activations_bf16 || !PLAIT_KERNELS_HAS_FROM_BF16(m->k))) {
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                             "[run] residual = bf16 needs %s: the residual stream rounds to bf16 and is widened "
+                             "again where a layer reads it (residual = fp32 keeps it float32)",
+                             args->activations_bf16 ? "a device whose kernels widen bf16 (from_bf16)"
+                                                    : "[run] precision = bf16");
+        goto fail;
+    }
+    m->residual_bf16 = args->residual_bf16 != 0;
     if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
     /* parameters gathered for each layer and freed after (ZeRO-3): the
      * bf16 copy likewise, made while the layer runs */
@@ -529,6 +538,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->scratch);
     plait_device_free(m->att_scratch);
     plait_device_free(m->sp_mem);
+    plait_device_free(m->res_x);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
     plait_device_free(m->rope_cs);
@@ -599,18 +609,43 @@ static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_
                            (int)slot, (int)s->first, (int)s->last, (int)layer);
 }
 
-plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot) {
-    model_slot *s = NULL;
-    plait_status st = check_layer(m, layer, "forward");
-    if (st == PLAIT_OK) st = plait_model_slot_get(m, slot, &s);
-    if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
-    if (st != PLAIT_OK) return st;
-    /* the forward writes what the pending weight half reads */
-    if (s->weight_due && s->weight_due[layer])
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: forward of layer %s in slot %d before the weight half of its last backward",
-                               plait_model_layer_name(m, layer), (int)slot);
-    if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
+/* Under a bf16 residual stream, the boundaries a slot stores in bf16 that
+ * `layer` reads (its input, widened into res_x) and, in a forward, writes
+ * (its output, into res_y), as float32 while the layer runs: the layer
+ * bodies read and write s->bound as ever. */
+static void residual_open(plait_model *m, model_slot *s, int32_t layer, int forward) {
+    if (!m->residual_bf16) return;
+    const int32_t L = m->desc->n_layer;
+    if (layer >= 1 && layer - 1 <= L && s->bound16[layer - 1]) {
+        m->k->from_bf16(m->res_x, s->bound16[layer - 1], (size_t)(m->R * m->C));
+        s->bound[layer - 1] = m->res_x;
+    }
+    if (forward && layer <= L && s->bound16[layer]) s->bound[layer] = m->res_y;
+}
+
+/* After the layer: a forward's output rounded to bf16, into the slot's
+ * bf16 store, or in place where the slot keeps it float32 (sent on to the
+ * next stage: the pipeline's bf16 wire is then exact); residual_open's
+ * pointers cleared. */
+static plait_status residual_close(plait_model *m, model_slot *s, int32_t layer, int forward, plait_status st) {
+    if (!m->residual_bf16) return st;
+    const int32_t L = m->desc->n_layer;
+    const size_t n = (size_t)(m->R * m->C);
+    if (layer >= 1 && layer - 1 <= L && s->bound16[layer - 1]) s->bound[layer - 1] = NULL;
+    if (!forward || layer > L) return st;
+    if (s->bound16[layer]) {
+        if (st == PLAIT_OK) m->k->to_bf16(s->bound16[layer], m->res_y, n);
+        s->bound[layer] = NULL;
+    } else if (st == PLAIT_OK && s->bound[layer]) { /* res_x, read, is free for the rounding */
+        plait_bf16 *tmp = (plait_bf16 *)(void *)m->res_x;
+        m->k->to_bf16(tmp, s->bound[layer], n);
+        m->k->from_bf16(s->bound[layer], tmp, n);
+    }
+    return st;
+}
+
+static plait_status forward_body(plait_model *m, model_slot *s, int32_t layer) {
+    plait_status st;
     const int32_t L = m->desc->n_layer;
     if (m->desc->is_llama)
         return layer == 0       ? plait_llama_embedding_forward(m, s)
@@ -633,6 +668,25 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     }
     if (desc_block_sparse(m->desc, layer - 1)) return plait_moe_gpt_half_forward(m, s, layer, r, s->bound[layer]);
     return plait_mlp_half_forward(m, s, layer, r, s->bound[layer]);
+}
+
+plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot) {
+    model_slot *s = NULL;
+    plait_status st = check_layer(m, layer, "forward");
+    if (st == PLAIT_OK) st = plait_model_slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
+    if (st != PLAIT_OK) return st;
+    /* the forward writes what the pending weight half reads */
+    if (s->weight_due && s->weight_due[layer])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: forward of layer %s in slot %d before the weight half of its last backward",
+                               plait_model_layer_name(m, layer), (int)slot);
+    if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
+    /* a slot's output may share its gradient buffer (model_slots.c), whose
+     * bf16 copy sb.dres then no longer is */
+    if (layer <= m->desc->n_layer && m->dres_of && m->dres_of == s->bound[layer]) m->dres_of = NULL;
+    residual_open(m, s, layer, 1);
+    return residual_close(m, s, layer, 1, forward_body(m, s, layer));
 }
 
 /* Part `part` of block `layer`'s backward, what [model] recompute dropped
@@ -679,6 +733,7 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
                                due ? "while its weight half is still due" : "before its input half");
     if (m->wbf_per_layer && (st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
+    residual_open(m, s, layer, 0); /* the input the forward read, for the recomputation too */
     if (m->desc->is_llama) {
         if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;
         else if (layer == L + 1) st = plait_llama_head_backward(m, s, part);
@@ -695,6 +750,7 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     } else {
         st = block_backward(m, s, layer, part);
     }
+    st = residual_close(m, s, layer, 0, st);
     if (st == PLAIT_OK && part != BWD_ALL) s->weight_due[layer] = part == BWD_INPUT;
     return st;
 }

@@ -124,11 +124,18 @@ typedef struct plait_model_create_args {
      * and the model is a GPT with its fused kernels, without tensor
      * parallelism (any [model] recompute, either backward); else (and at
      * 0) float32.
-     * The residual stream, its gradient, every parameter and gradient stay
-     * float32. Such a model keeps no float32 logits: a forward of the head
+     * The residual stream (but under residual_bf16, below), its gradient,
+     * every parameter and gradient stay float32. Such a model keeps no float32 logits: a forward of the head
      * without targets, or with plait_model_keep_logits, is refused. Whether
      * it was granted: plait_model_bf16_activations. */
     int activations_bf16;
+    /* The residual stream in bf16 ([run] residual = bf16, Megatron-LM's
+     * default on a bf16 run): its values rounded to bf16 after the
+     * embedding and after each block, so that a slot stores the block
+     * boundaries it keeps to itself in bf16 losslessly and a recomputed
+     * block reads the very input its forward read. Needs activations_bf16
+     * and the kernels' from_bf16; refused otherwise. 0: float32. */
+    int residual_bf16;
     /* Context parallelism: cp ranks on cp_comm share every sequence, this
      * one holding chunks cp_rank and 2cp-1-cp_rank of 2cp (ring_attention.h);
      * the model's tokens and activations are that share. 0 or 1: none. */

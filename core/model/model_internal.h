@@ -188,6 +188,10 @@ typedef struct model_slot {
     float *mem;                       /* the slot's single allocation */
     size_t mem_bytes;
     float **bound;                    /* [n_layer+1]: output of layer l, or NULL */
+    /* [n_layer+1]: under a bf16 residual stream, the boundaries the slot
+     * both writes and reads, stored in bf16 (bound[l] then points at the
+     * model's res_x or res_y while a layer runs), or NULL */
+    plait_bf16 **bound16;
     float *gbuf[2];                   /* boundary gradients, by layer parity */
     block_acts *blocks;               /* [n_layer], by block index */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
@@ -267,6 +271,12 @@ struct plait_model {
      * layer's copy is of epoch layer_epoch[layer]), or a layer at a time
      * (wbf_per_layer, below) */
     int bf16;
+    /* a bf16 residual stream (plait_model_create_args.residual_bf16): the
+     * widened input and the float32 output of the running layer, where a
+     * slot stores that boundary in bf16 (model_slots.c) */
+    int residual_bf16;
+    float *res_x, *res_y;
+    size_t res_bytes;
     /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
      * float32, over the blocks' float32 residual stream */

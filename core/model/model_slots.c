@@ -41,6 +41,7 @@ void plait_model_slot_release(plait_model *m, model_slot *s) {
         m->act_bytes -= s->mem_bytes;
     }
     free(s->bound);
+    free(s->bound16);
     free(s->blocks);
     free(s->wg);
     free(s->weight_due);
@@ -165,8 +166,21 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
      * sequence parallelism), as are the norms' statistics below */
     TAKE(s->gbuf[0], R * C);
     TAKE(s->gbuf[1], R * C);
-    for (int64_t l = 0; l <= L; l++)
-        if (plait_model_slot_has(m, s, l) || plait_model_slot_has(m, s, l + 1)) TAKE(s->bound[l], R * C);
+    for (int64_t l = 0; l <= L; l++) {
+        const int out = plait_model_slot_has(m, s, l), in = plait_model_slot_has(m, s, l + 1);
+        /* the slot's output, which the next stage's layer l + 1 reads: dead
+         * once sent, so it lives in the buffer its gradient arrives in, as
+         * Megatron-LM frees a stage's output after its send. The gradient
+         * comes only after the next stage has run its forward on what was
+         * sent, so the send has read it by then (train/step_pipeline.c) */
+        if (out && !in) {
+            if (base) s->bound[l] = s->gbuf[l & 1];
+        } else if (out && in && m->residual_bf16) { /* the slot's own, rounded to bf16 when written */
+            TAKE_BF16(s->bound16[l], R * C);
+        } else if (out || in) {
+            TAKE(s->bound[l], R * C);
+        }
+    }
     for (int64_t l = 1; l <= L; l++) {
         if (!plait_model_slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
@@ -251,6 +265,19 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     return off;
 }
 
+/* The running layer's widened input and float32 output under a bf16
+ * residual stream (model.c, residual_open), allocated with the first slot. */
+static plait_status residual_get(plait_model *m) {
+    if (m->res_x || !m->residual_bf16) return PLAIT_OK;
+    const size_t n = align_up((size_t)(m->R * m->C));
+    if (!(m->res_x = plait_device_alloc(2 * n * sizeof(float), "activations")))
+        return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the residual stream's float32 buffers");
+    m->res_y = m->res_x + n;
+    m->res_bytes = 2 * n * sizeof(float);
+    m->act_bytes += m->res_bytes;
+    return PLAIT_OK;
+}
+
 /* The shared recompute buffers (recompute.c), allocated with the first slot. */
 static plait_status recompute_get(plait_model *m) {
     size_t n = plait_recompute_floats(m);
@@ -273,14 +300,16 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
         plait_status st = recompute_get(m);
         if (st == PLAIT_OK && m->fused_attn) st = plait_model_att_scratch(m);
         if (st == PLAIT_OK && m->sp) st = plait_model_sp_scratch(m);
+        if (st == PLAIT_OK) st = residual_get(m);
         if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
+        s->bound16 = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound16);
         s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
         if (m->split) {
             s->wg = calloc((size_t)m->desc->n_layer + 1, sizeof *s->wg);
             s->weight_due = calloc((size_t)m->n_layers, 1);
         }
-        if (!s->bound || !s->blocks || (m->split && (!s->wg || !s->weight_due))) {
+        if (!s->bound || !s->bound16 || !s->blocks || (m->split && (!s->wg || !s->weight_due))) {
             plait_model_slot_release(m, s);
             return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
         }

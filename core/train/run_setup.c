@@ -234,6 +234,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
                                         .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
                                         .split_backward = split,
                                         .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16,
+                                        .residual_bf16 = !strcmp(plait_config_str(run->cfg, "run", "residual"), "bf16"),
                                         .cp = run->world.mesh.cp,
                                         .cp_rank = run->world.mesh.cp_rank,
                                         .cp_comm = run->world.mesh.cp_comm,

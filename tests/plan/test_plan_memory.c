@@ -13,7 +13,9 @@
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
  * model grants them, float32 otherwise; the llama arch's bf16 blocks
  * under tp 2 with sequence parallelism, tp 2 with full recomputation,
- * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2),
+ * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2; a
+ * bf16 residual stream in one process, at pp 2 and under tp 2 with
+ * sequence parallelism),
  * the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
  * memory.csv, category by category: parameters, gradients, optimizer state,
@@ -302,6 +304,36 @@ static const layout layouts[] = {
     {"cuda_emu bf16 pp2 1f1b full",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=full", NULL},
+     1,
+     1},
+    /* interleaved, one layer a chunk: every chunk but the head's sends its
+     * output, which shares the buffer its gradient arrives in (the
+     * embedding's chunk keeps no boundary of its own) */
+    {"cpu gpt pp2 interleaved v2 full",
+     {"device.plugin=cpu", "parallel.pp=2", "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
+    {"cuda_emu bf16 pp2 interleaved v2 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=interleaved",
+      "parallel.pp.virtual_stages=2", "data.micro_batch=1", "model.recompute=full", NULL},
+     1,
+     1},
+    /* a bf16 residual stream: the boundaries a slot writes and reads
+     * itself in bf16, the running layer's input and output float32 in two
+     * buffers all share; at pp 2 a stage's sent and received boundaries
+     * stay float32; under sequence parallelism on this rank's rows */
+    {"cuda_emu bf16 residual bf16 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "model.recompute=full", NULL},
+     1,
+     1},
+    {"cuda_emu bf16 residual bf16 pp2",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "parallel.pp=2", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cuda_emu llama residual bf16 tp2 sp",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "model.arch=llama", "model.ffn_hidden=104",
+      "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
      1,
      1},
     /* the split backward's stash in bf16, over c_fc's and c_attn's outputs
