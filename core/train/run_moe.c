@@ -142,6 +142,19 @@ plait_status plait_run_moe_check_optim(const plait_run *run) {
                                where, ep, plait_config_str(run->cfg, "optim", "plugin"),
                                (unsigned)run->optim.abi_minor);
     }
+    /* at tp × ep an expert slice is cut twice, and an optimizer built
+     * before that (ABI 1.28) counts it in the norm on tp rank 0 alone */
+    if (ep > 1 && run->world.mesh.tp > 1 && run->optim.abi_minor < 28) {
+        const char *where = "";
+        plait_config_origin(run->cfg, "parallel", "tp", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] tp = %d with ep = %d and [optim] plugin = %s: the plugin declares ABI "
+                               "1.%u, before an expert tensor cut over both (plait_plan.second_shards, 1.28), so its "
+                               "gradient norm would miss the tp ranks' slices of the experts (allowed with tp x ep: an "
+                               "optimizer declaring 1.28, as adam, zero1, zero2, zero3; or tp = 1, or ep = 1)",
+                               where, run->world.mesh.tp, ep, plait_config_str(run->cfg, "optim", "plugin"),
+                               (unsigned)run->optim.abi_minor);
+    }
     /* the routers' selection bias is a model buffer (PLAIT_PARAM_BUFFER):
      * no optimizer shards or gathers it, so the balancing's moves hold
      * under every optimizer */
