@@ -381,12 +381,6 @@ static plait_status vocab_slice(plait_model *m) {
  * device, refused naming what would work; the routing's counters. */
 static plait_status moe_setup(plait_model *m, const plait_model_create_args *args) {
     const int32_t E = m->desc->moe.experts;
-    if (m->tp > 1 && m->ep > 1)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d with [parallel] tp = %d and ep = %d: a parameter's "
-                               "shard splits one dimension, the experts' (ep) or each expert's width (tp), not both "
-                               "(allowed with experts: tp = 1 with any ep, or ep = 1 with any tp)",
-                               (int)E, (int)m->tp, (int)m->ep);
     if (m->desc->moe.ffn % m->tp != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "

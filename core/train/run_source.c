@@ -129,6 +129,16 @@ static plait_status weights_read(void *ctx, int32_t index, const char *which, si
 }
 
 static plait_status open_weights(plait_run *run, const char *path, plait_run_source *src) {
+    const plait_mesh *m = &run->world.mesh;
+    if (m->tp > 1 && m->ep > 1) { /* the weights' reader cuts a slice once */
+        const char *where = "";
+        plait_config_origin(run->cfg, "run", "init_from", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [run] init_from = %s at [parallel] tp = %d with ep = %d: pretrained weights are "
+                               "read into slices cut once, and an expert tensor's here is cut twice (allowed: "
+                               "init_from at tp = 1 or ep = 1, then resume its checkpoint at tp x ep)",
+                               where, path, m->tp, m->ep);
+    }
     plait_status st = plait_weights_open(path, run->model.spec, run->cfg, &src->weights);
     if (st != PLAIT_OK) return st;
     if (run->world.mesh.world_rank == 0) {
@@ -160,6 +170,7 @@ static plait_status open_dir(plait_run *run, const char *resume_dir, plait_run_s
         return st;
     }
     plait_ckpt_source_init(&src->cks, src->ck, run->model.spec, &run->params.set);
+    src->cks.second = run->work.plan.second_shards;
     src->source = src->cks.src;
     return PLAIT_OK;
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Tensor x expert parallelism (docs/parallelism.md "Experts under tensor
+# and expert parallelism"): an expert tensor cut twice, its experts over
+# ep and each one's width over tp. In deterministic mode dp 2 x tp 2 x
+# ep 2 (4 ranks, ep carved out of dp), also with sequence parallelism,
+# under ZeRO-1 and ZeRO-2, and the llama arch with a shared expert, each
+# within tp's documented tolerance of dp 2 at tp 1 ep 1 (losses within
+# 1e-5 relative, final parameters and Adam moments within 1e-4) with the
+# same routes per expert; a gathered checkpoint of tp 2 x ep 2 resumes at
+# tp 1 ep 1, one of tp 1 ep 1 (gathered or sharded) at tp 2 x ep 2, each
+# within the same tolerance of the straight run; a sharded save and
+# init_from at tp x ep are refused before step 1, naming the keys; config
+# check counts a rank's experts cut twice.
+source "$(dirname "$0")/lib.sh"
+CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
+D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=2 data.global_batch=4 model.moe_bias_rate=0.001
+  parallel.plugin=hybrid parallel.dp=2"
+TPEP="parallel.tp=2 parallel.ep=2"
+# each case: NAME|the reference's overrides|the tp x ep run's overrides
+cases=(
+  "gpt||"
+  "sp||parallel.tp.sequence_parallel=true"
+  "zero1|optim.plugin=zero1|optim.plugin=zero1"
+  "zero2|optim.plugin=zero2|optim.plugin=zero2"
+)
+for c in "${cases[@]}"; do
+  IFS='|' read -r name ref extra <<<"$c"
+  train "ref_$name" $D $ref
+  train "$name" $D $TPEP $extra
+  same_losses "ref_$name" "$name" 1e-5
+  same_params "ref_$name" "$name" 1e-4 all
+  for e in 0 1 2 3 4 5 6 7; do
+    [ "$(column "ref_$name" moe_tokens_$e)" = "$(column "$name" moe_tokens_$e)" ] ||
+      fail "$name routed other tokens to expert $e than tp 1 ep 1"
+  done
+done
+grep -q "step     4/4" "$E2E_WORK/gpt.out" || fail "tp x ep did not reach step 4: $(tail -n 3 "$E2E_WORK/gpt.out")"
+# config check counts a rank's experts cut twice: half of ep 2's at tp 2
+"$PLAIT_BIN" config check "$CFG" $D $TPEP >"$E2E_WORK/check.out" 2>&1 || fail "config check: $(cat "$E2E_WORK/check.out")"
+grep -qF "each rank holds 4 of the 8 experts, each one's width over tp, 0.133M routed experts' parameters" \
+  "$E2E_WORK/check.out" || fail "config check's experts a rank at tp x ep: $(sed -n 2p "$E2E_WORK/check.out")"
+
+# checkpoints: tp 2 x ep 2's step 2 resumed at tp 1 ep 1, and tp 1 ep 1's
+# (gathered, then sharded) at tp 2 x ep 2, each as the straight run
+cp -r "$E2E_WORK/ref_gpt" "$E2E_WORK/straight"
+rm -r "$E2E_WORK/gpt/ckpt-00000004"
+train gpt $D --resume
+same_params straight gpt 1e-4 all
+rm -r "$E2E_WORK/ref_gpt/ckpt-00000004"
+train ref_gpt $D $TPEP --resume
+same_params straight ref_gpt 1e-4 all
+train sharded $D run.ckpt_format=sharded
+rm -r "$E2E_WORK/sharded/ckpt-00000004"
+train sharded $D $TPEP --resume
+same_params straight sharded 1e-4 all
+
+# the llama arch, a shared expert beside the routed ones
+CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
+L="$D model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_shared_experts=1"
+train lref $L
+train ltpep $L $TPEP
+same_losses lref ltpep 1e-5
+same_params lref ltpep 1e-4 all
+
+# refused by config check and by train, before any step
+refused() { # EXPECTED overrides...
+  local want=$1; shift
+  if "$PLAIT_BIN" config check "$CFG" "$@" >"$E2E_WORK/out" 2>&1; then fail "config check accepted $*"; fi
+  grep -qF -- "$want" "$E2E_WORK/out" || fail "config check $*: $(cat "$E2E_WORK/out")"
+  train_refused refused "$want" run.out_dir="$E2E_WORK/refused" "$@"
+  ! grep -q "^step " "$E2E_WORK/refused.out" || fail "train $* ran a step"
+}
+refused "[run] ckpt_format = sharded with [parallel] tp = 2 and ep = 2" $L $TPEP run.ckpt_format=sharded
+train_refused init_from "[run] init_from = $E2E_WORK/lref/ckpt-00000004 at [parallel] tp = 2 with ep = 2" \
+  run.out_dir="$E2E_WORK/init_from" $L $TPEP run.init_from="$E2E_WORK/lref/ckpt-00000004"
+! grep -q "^step " "$E2E_WORK/init_from.out" || fail "init_from at tp x ep ran a step"
+echo "moe under tp x ep: dp 2 x tp 2 x ep 2 (also with sequence parallelism, ZeRO-1/2, llama with a shared expert) as tp 1 ep 1; checkpoints across"
