@@ -98,16 +98,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                    "%s: [parallel] ep = %d: a sparse block trades its tokens over at most %d ranks "
                                    "(allowed: ep from 1 to %d dividing moe_experts = %lld and dp x cp = %d)",
                                    where, m->ep, PLAIT_MODEL_MAX_EP, PLAIT_MODEL_MAX_EP, (long long)E, m->dp * m->cp);
-        if (m->tp > 1 && !strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded")) {
-            plait_config_origin(run->cfg, "run", "ckpt_format", &where);
-            return plait_set_error(
-                PLAIT_ERR_INVALID_CONFIG,
-                "%s: [run] ckpt_format = sharded with [parallel] tp = %d and ep = %d: a sharded checkpoint's slice "
-                "is cut along one dimension, and an expert tensor's here is cut twice, its experts over ep and each "
-                "one's width over tp (allowed at tp x ep: ckpt_format = gathered, which any layout resumes; or "
-                "sharded at tp = 1 or ep = 1)",
-                where, m->tp, m->ep);
-        }
     }
     if (E == 0) return PLAIT_OK;
     const int64_t F = plait_config_int(run->cfg, "model", "moe_ffn_hidden");
