@@ -17,7 +17,6 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "runtime/memory.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_index.h"
@@ -469,20 +468,22 @@ static plait_status read_named(const plait_ckpt_source *s, const char *name, con
 }
 
 /* A slice cut twice (an expert tensor at tp × ep): the block of whole
- * experts its first split holds, read as at tp 1, then the second split's
- * elements [offset, offset + count) taken from it. */
+ * experts its first split holds, read as at tp 1, then cut again
+ * (plait_shard_read_twice). */
+typedef struct twice_ctx {
+    const plait_ckpt_source *s;
+    const char *name;
+} twice_ctx;
+
+static plait_status read_block(void *ctx, const plait_param *block, float *all) {
+    const twice_ctx *c = ctx;
+    return read_named(c->s, c->name, block, 0, block->numel, all);
+}
+
 static plait_status read_cut_twice(const plait_ckpt_source *s, const char *name, const plait_param *local,
                                    const plait_shard *second, size_t offset, size_t count, float *dst) {
-    plait_param block = *local;
-    block.local_shape[second->dim] = local->shape[second->dim];
-    block.numel = 1;
-    for (int32_t d = 0; d < block.ndim; d++) block.numel *= (size_t)block.local_shape[d];
-    float *all = plait_alloc(block.numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "checkpoint buffer");
-    if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "reading %s from %s: %zu floats", name, s->what, block.numel);
-    plait_status st = read_named(s, name, &block, 0, block.numel, all);
-    if (st == PLAIT_OK) st = plait_shard_extract(block.ndim, block.local_shape, second, all, offset, count, dst);
-    plait_free(all);
-    return st;
+    twice_ctx c = {.s = s, .name = name};
+    return plait_shard_read_twice(local, second, read_block, &c, offset, count, dst);
 }
 
 static plait_status source_read(void *ctx, int32_t param_index, const char *which, size_t offset, size_t count,

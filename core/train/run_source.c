@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/llama_hf.h"
 #include "comm/comm.h"
 #include "device/device.h"
@@ -116,6 +117,10 @@ static plait_status check_model_keys(const plait_run *run, const plait_ckpt *ck)
     return st;
 }
 
+static plait_status weights_block(void *ctx, const plait_param *block, float *all) {
+    return plait_weights_read(ctx, block, 0, block->numel, all);
+}
+
 /* A fresh run from [run] init_from: the parameters only. */
 static plait_status weights_read(void *ctx, int32_t index, const char *which, size_t offset, size_t count,
                                  float *dst) {
@@ -125,20 +130,14 @@ static plait_status weights_read(void *ctx, int32_t index, const char *which, si
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "pretrained weights have no optimizer state '%s'", which);
     const plait_param *p = held_param(run, index);
     if (!p) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
+    /* an expert slice cut twice (tp × ep): its block of whole experts, then its width's part */
+    if (plait_param_split_twice(p))
+        return plait_shard_read_twice(p, &run->work.plan.second_shards[index], weights_block, src->weights, offset,
+                                      count, dst);
     return plait_weights_read(src->weights, p, offset, count, dst);
 }
 
 static plait_status open_weights(plait_run *run, const char *path, plait_run_source *src) {
-    const plait_mesh *m = &run->world.mesh;
-    if (m->tp > 1 && m->ep > 1) { /* the weights' reader cuts a slice once */
-        const char *where = "";
-        plait_config_origin(run->cfg, "run", "init_from", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [run] init_from = %s at [parallel] tp = %d with ep = %d: pretrained weights are "
-                               "read into slices cut once, and an expert tensor's here is cut twice (allowed: "
-                               "init_from at tp = 1 or ep = 1, then resume its checkpoint at tp x ep)",
-                               where, path, m->tp, m->ep);
-    }
     plait_status st = plait_weights_open(path, run->model.spec, run->cfg, &src->weights);
     if (st != PLAIT_OK) return st;
     if (run->world.mesh.world_rank == 0) {
