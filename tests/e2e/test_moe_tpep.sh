@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Tensor x expert parallelism (docs/parallelism.md "Experts under tensor
-# and expert parallelism"): an expert tensor cut twice, its experts over
-# ep and each one's width over tp. In deterministic mode dp 2 x tp 2 x
-# ep 2 (4 ranks, ep carved out of dp), also with sequence parallelism,
-# under ZeRO-1 and ZeRO-2, and the llama arch with a shared expert, each
-# within tp's documented tolerance of dp 2 at tp 1 ep 1 (losses within
-# 1e-5 relative, final parameters and Adam moments within 1e-4) with the
-# same routes per expert; a checkpoint of tp 2 x ep 2 (gathered, or
-# sharded: slices cut twice, index.json's format_version 2) resumes at tp 1
-# ep 1, one of tp 1 ep 1 (gathered or sharded) at tp 2 x ep 2, each within
-# the same tolerance of the straight run, as init_from at tp x ep is of
-# init_from at tp 1 ep 1; config check counts a rank's experts cut
-# twice.
+# parallelism", tp x ep): an expert tensor cut twice, its experts over ep
+# and each one's width over tp. In deterministic mode dp 2 x tp 2 x ep 2
+# (4 ranks, ep carved out of dp), also with sequence parallelism, under
+# ZeRO-1, 2 and 3, and the llama arch with a shared expert, each within
+# tp's documented tolerance of dp 2 at tp 1 ep 1 (losses within 1e-5
+# relative, final parameters and Adam moments within 1e-4) with the same
+# routes per expert; a checkpoint of tp 2 x ep 2 (gathered, or sharded:
+# slices cut twice, index.json's format_version 2) resumes at tp 1 ep 1,
+# and one of tp 1 ep 1 (gathered or sharded) at tp 2 x ep 2, each within
+# the same tolerance of the straight run (at tp x ep itself bit for bit);
+# init_from at tp x ep starts as init_from at tp 1 ep 1; config check
+# counts a rank's experts cut twice.
 source "$(dirname "$0")/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
 D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=2 data.global_batch=4 model.moe_bias_rate=0.001
@@ -23,6 +23,7 @@ cases=(
   "sp||parallel.tp.sequence_parallel=true"
   "zero1|optim.plugin=zero1|optim.plugin=zero1"
   "zero2|optim.plugin=zero2|optim.plugin=zero2"
+  "zero3|optim.plugin=zero3 model.moe_bias_rate=0|optim.plugin=zero3 model.moe_bias_rate=0"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name ref extra <<<"$c"
@@ -44,6 +45,7 @@ grep -qF "each rank holds 4 of the 8 experts, each one's width over tp, 0.133M r
 # checkpoints: tp 2 x ep 2's step 2 resumed at tp 1 ep 1, and tp 1 ep 1's
 # (gathered, then sharded) at tp 2 x ep 2, each as the straight run
 cp -r "$E2E_WORK/ref_gpt" "$E2E_WORK/straight"
+cp -r "$E2E_WORK/gpt" "$E2E_WORK/straight_tpep"
 rm -r "$E2E_WORK/gpt/ckpt-00000004"
 train gpt $D --resume
 same_params straight gpt 1e-4 all
@@ -66,7 +68,7 @@ rm -r "$E2E_WORK/xsharded/ckpt-00000004" "$E2E_WORK/xsharded_tpep/ckpt-00000004"
 train xsharded $D --resume
 same_params straight xsharded 1e-4 all
 train xsharded_tpep $D $TPEP --resume
-same_params straight xsharded_tpep 1e-4 all
+same_params straight_tpep xsharded_tpep bits # the same layout resumes bit for bit
 
 # the llama arch, a shared expert beside the routed ones
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
@@ -81,4 +83,4 @@ train linit_ref $L run.init_from="$E2E_WORK/lref/ckpt-00000004"
 train linit $L $TPEP run.init_from="$E2E_WORK/lref/ckpt-00000004"
 same_losses linit_ref linit 1e-5
 same_params linit_ref linit 1e-4 all
-echo "moe under tp x ep: dp 2 x tp 2 x ep 2 (also with sequence parallelism, ZeRO-1/2, llama with a shared expert) as tp 1 ep 1; checkpoints and init_from across"
+echo "moe under tp x ep: dp 2 x tp 2 x ep 2 (also with sequence parallelism, ZeRO-1/2/3, llama with a shared expert) as tp 1 ep 1; checkpoints and init_from across"
