@@ -467,6 +467,25 @@ static plait_status read_named(const plait_ckpt_source *s, const char *name, con
     return read_slice(t, it, s->what, name, local, offset, count, dst);
 }
 
+/* A slice cut twice (an expert tensor at tp × ep): the block of whole
+ * experts its first split holds, read as at tp 1, then cut again
+ * (plait_shard_read_twice). */
+typedef struct twice_ctx {
+    const plait_ckpt_source *s;
+    const char *name;
+} twice_ctx;
+
+static plait_status read_block(void *ctx, const plait_param *block, float *all) {
+    const twice_ctx *c = ctx;
+    return read_named(c->s, c->name, block, 0, block->numel, all);
+}
+
+static plait_status read_cut_twice(const plait_ckpt_source *s, const char *name, const plait_param *local,
+                                   const plait_shard *second, size_t offset, size_t count, float *dst) {
+    twice_ctx c = {.s = s, .name = name};
+    return plait_shard_read_twice(local, second, read_block, &c, offset, count, dst);
+}
+
 static plait_status source_read(void *ctx, int32_t param_index, const char *which, size_t offset, size_t count,
                                 float *dst) {
     const plait_ckpt_source *s = ctx;
@@ -481,8 +500,12 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint source: parameter %s is not held by this rank",
                                s->spec->params[param_index].name);
     const char *base = plait_ckpt_param_name(s->spec, param_index);
+    const plait_shard *second = s->second && s->second[param_index].dim > 0 && s->second[param_index].parts > 1
+                                    ? &s->second[param_index]
+                                    : NULL;
     if (strcmp(which, "param") == 0) {
-        plait_status st = read_named(s, base, local, offset, count, dst);
+        plait_status st = second ? read_cut_twice(s, base, local, second, offset, count, dst)
+                                 : read_named(s, base, local, offset, count, dst);
         if (st == PLAIT_ERR_UNSUPPORTED)
             return plait_set_error(PLAIT_ERR_PROTOCOL, "%s has no tensor %s: it was saved from a different model",
                                    s->what, base);
@@ -491,7 +514,8 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
     char name[1024];
     if ((size_t)plait_ckpt_optim_name(name, sizeof name, which, base) >= sizeof name)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "tensor name too long: optim.%s.%s", which, base);
-    return read_named(s, name, local, offset, count, dst);
+    return second ? read_cut_twice(s, name, local, second, offset, count, dst)
+                  : read_named(s, name, local, offset, count, dst);
 }
 
 static const plait_st_tensor *find_in_ckpt(const void *ctx, const char *name) { return plait_ckpt_tensor(ctx, name); }

@@ -247,6 +247,10 @@ typedef struct plait_ckpt_source {
     const plait_model_spec *spec;
     const plait_param_set *local;
     const plait_ckpt *sharded; /* a sharded checkpoint: tensors `find` lacks come from its slices */
+    /* The plan's second splits by global parameter index, or NULL: a slice
+     * cut twice (tp × ep) is read as its first split's block, then cut
+     * again. Set by the caller after init; borrowed. */
+    const plait_shard *second;
 } plait_ckpt_source;
 void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
                             const plait_param_set *local);

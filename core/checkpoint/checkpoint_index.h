@@ -21,7 +21,11 @@
  * with groups or padding, and a ZeRO range that cuts rows, are no box of
  * the tensor, so the index records the slice and the range rather than an
  * offset per dimension (as Megatron-Core's distributed checkpoints record a
- * "flattened range" of a sharded tensor).
+ * "flattened range" of a sharded tensor). Format version 2 adds to a slice
+ * cut twice (an expert tensor at tp × ep: its experts over ep on dimension
+ * 0, each one's width over tp) "second_dim", "second_parts" and
+ * "second_index": that part of the block the first split gives; an index
+ * with no such slice is written as version 1, and both versions are read.
  *
  * Parsing is strict (safetensors_json.h) and checks what a reader relies on:
  * each slice's file is in "files", its geometry fits the shape, its range
@@ -46,12 +50,20 @@
 #define PLAIT_CKPT_INDEX_FILE "index.json"
 #define PLAIT_CKPT_INDEX_FORMAT "plait-sharded-index"
 #define PLAIT_CKPT_INDEX_VERSION 1
+/* The version of an index with a slice cut twice (its "second_*" keys);
+ * an index without one is written as version 1, and both are read. */
+#define PLAIT_CKPT_INDEX_VERSION_TWICE 2
 /* Shard file of world rank r: "shard-<r, 5+ digits>.safetensors". */
 #define PLAIT_CKPT_SHARD_PREFIX "shard-"
 
 typedef struct plait_ckpt_slice {
     int32_t file;      /* position in the index's files */
     plait_shard shard; /* the rank's TP slice (dim -1: the whole tensor) */
+    /* a slice cut twice (version 2: an expert tensor at tp × ep): `shard`
+     * is the split on dimension 0 (unpadded, one group) and this cuts the
+     * block it gives again on another dimension (unpadded, one group);
+     * dim -1 or parts 1: none */
+    plait_shard second;
     uint64_t begin;    /* local elements [begin, end) of that slice */
     uint64_t end;
     const float *data; /* reader: its end - begin elements (mapped from its file), set once the file is open */

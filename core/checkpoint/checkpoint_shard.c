@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/memory.h"
 
 typedef struct geometry {
     int whole;        /* no split, no padding: local == global */
@@ -147,4 +148,20 @@ plait_status plait_shard_walk(int32_t ndim, const int64_t *shape, const plait_sh
     }
     walk(&g, offset, count, fn, ctx);
     return PLAIT_OK;
+}
+
+plait_status plait_shard_read_twice(const plait_param *local, const plait_shard *second, plait_block_read_fn read,
+                                    void *ctx, size_t offset, size_t count, float *dst) {
+    plait_param block = *local;
+    block.local_shape[second->dim] = local->shape[second->dim];
+    block.numel = 1;
+    for (int32_t d = 0; d < block.ndim; d++) block.numel *= (size_t)block.local_shape[d];
+    float *all = plait_alloc(block.numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "checkpoint buffer");
+    if (!all)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "reading %s: its experts' block (%zu floats)", local->name,
+                               block.numel);
+    plait_status st = read(ctx, &block, all);
+    if (st == PLAIT_OK) st = plait_shard_extract(block.ndim, block.local_shape, second, all, offset, count, dst);
+    plait_free(all);
+    return st;
 }

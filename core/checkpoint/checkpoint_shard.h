@@ -46,4 +46,15 @@ typedef void (*plait_shard_run_fn)(void *ctx, size_t local_at, long long global_
 plait_status plait_shard_walk(int32_t ndim, const int64_t *shape, const plait_shard *shard, size_t offset, size_t count,
                               plait_shard_run_fn fn, void *ctx);
 
+/* A slice cut twice (an expert tensor at tp × ep, plait_plan.second_shards):
+ * `local` is the rank's parameter (its shard the first split, its shape
+ * the slice cut by both). Reads the block the first split gives whole,
+ * through read(ctx, block, all) with `block` that parameter cut once, into
+ * a buffer of its own, then copies elements [offset, offset + count) of
+ * the second split's part of it into dst. Errors: read's, or
+ * PLAIT_ERR_NO_MEMORY naming the parameter. */
+typedef plait_status (*plait_block_read_fn)(void *ctx, const plait_param *block, float *all);
+plait_status plait_shard_read_twice(const plait_param *local, const plait_shard *second, plait_block_read_fn read,
+                                    void *ctx, size_t offset, size_t count, float *dst);
+
 #endif

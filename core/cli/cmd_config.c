@@ -32,8 +32,9 @@ static void print_checkpoint(plait_config *cfg) {
 /* What the experts' all-to-alls move a step: at ep 1 nothing, every rank
  * holding every expert; else a rank's bytes (cost/activations.h), with
  * the routed experts' parameters it holds. */
-static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E, double experts) {
-    const int ep = (int)plait_config_int(cfg, "parallel", "ep"), cp = (int)plait_config_int(cfg, "parallel", "cp");
+static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E) {
+    const int ep = (int)plait_config_int(cfg, "parallel", "ep"), cp = (int)plait_config_int(cfg, "parallel", "cp"),
+              tp = (int)plait_config_int(cfg, "parallel", "tp");
     plait_batch b;
     if (ep <= 1 || plait_batch_from_config(cfg, &b) != PLAIT_OK) {
         plait_clear_error();
@@ -47,6 +48,11 @@ static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E, do
             sparse |= s->params[g].layer == l && (s->params[g].flags & PLAIT_PARAM_EXPERT);
         blocks += sparse;
     }
+    /* at tp × ep each expert's width is cut over tp too (its c_proj bias whole) */
+    double held = 0;
+    for (int32_t g = 0; g < s->n_params; g++)
+        if ((s->params[g].flags & PLAIT_PARAM_EXPERT) && s->params[g].layer >= 0)
+            held += (double)s->params[g].numel / ep / (tp > 1 && s->params[g].tp_role != PLAIT_TP_REPLICATE ? tp : 1);
     const double tokens = (double)b.micro_batch * (double)s->block_size / (cp > 1 ? cp : 1);
     /* recompute = full trades the forward's rows again before the backward */
     const int full = strcmp(plait_config_str(cfg, "model", "recompute"), "full") == 0;
@@ -54,9 +60,9 @@ static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E, do
                                                                   s->n_embd, E, ep, blocks, (double)b.accumulation);
     printf("all-to-all bytes a step: %.0f a rank sends at ep %d (%.0f sparse blocks x %lld micro-batches; the "
            "dispatch and combine, forward%s and backward, the routes spread evenly); each rank holds %lld of the %lld "
-           "experts, %.3fM routed experts' parameters\n",
+           "experts%s, %.3fM routed experts' parameters\n",
            bytes, ep, blocks, (long long)b.accumulation, full ? " (twice: recompute = full)" : "", (long long)(E / ep),
-           (long long)E, experts / ep / 1e6);
+           (long long)E, tp > 1 ? ", each one's width over tp" : "", held / 1e6);
 }
 
 /* A mixture of experts' parameters, all of them and those a token uses
@@ -81,7 +87,7 @@ static void print_experts(plait_config *cfg) {
                "%.3fM active a token; ",
                (int)plait_model_moe_experts(d), (long long)plait_config_int(cfg, "model", "moe_top_k"), all / 1e6,
                experts / 1e6, active / 1e6);
-        print_ep(cfg, s, plait_model_moe_experts(d), experts);
+        print_ep(cfg, s, plait_model_moe_experts(d));
     }
     plait_model_desc_free(d);
 }

@@ -341,6 +341,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_kernels_set_precision(PLAIT_KERNELS_FP32);
     plait_config_free(dev_cfg);
     free(run.work.plan.shards);
+    free(run.work.plan.second_shards);
     free(run.work.plan.layer_stage);
     free(run.work.plan.layer_chunk);
     free(run.work.plan.schedule);

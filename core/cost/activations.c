@@ -317,23 +317,31 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm);
 }
 
+/* The width of a held row's activations: an expert's, at tp × ep its
+ * slice (the attention's width over its slice is the rank's tp). */
+static double held_width(const plait_cost_moe *moe, const plait_cost_shape *s) {
+    const double tp = s->Cl > 0 && s->Cl < s->C ? s->C / s->Cl : 1;
+    return (double)moe->F / tp;
+}
+
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
+    const double F = held_width(moe, s);
     /* the device rows (their gradients in the backward's scratch,
      * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
     /* under a split backward each row's output gradients beside it
      * (moe_ep.c's held_kept: C, and F a first product) */
-    const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * (double)moe->F : 0;
-    return sizeof(float) * rows * (2.0 * s->C + acts * (double)moe->F + kept) + 72 + sizeof(int32_t) * (double)moe->E;
+    const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * F : 0;
+    return sizeof(float) * rows * (2.0 * s->C + acts * F + kept) + 72 + sizeof(int32_t) * (double)moe->E;
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0 || s->recompute == 0) return 0;
     if (s->recompute == 2) return plait_cost_held_bytes(moe, s, ep);
-    return sizeof(float) * s->B * s->T * (double)moe->k * (double)moe->F;
+    return sizeof(float) * s->B * s->T * (double)moe->k * held_width(moe, s);
 }
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,

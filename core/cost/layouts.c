@@ -421,12 +421,7 @@ const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, c
                  "[parallel] ep = %d must divide [model] moe_experts = %lld and dp x cp = %d, at most %d (each ep rank "
                  "holds moe_experts / ep experts)",
                  ep, (long long)experts, dpcp, PLAIT_MODEL_MAX_EP);
-    else if (l->tp > 1)
-        snprintf(why, len,
-                 "[parallel] ep = %d with tp = %d: an expert tensor's shard splits its experts over ep or each "
-                 "expert's width over tp, not both (allowed with ep > 1: tp = 1)",
-                 ep, l->tp);
-    else return NULL;
+    else return NULL; /* tp too: each expert's width over tp inside its ep holder */
     return why;
 }
 

@@ -8,9 +8,13 @@
 #include "model/model.h"
 #include "model/tied.h"
 
-static double shard_numel(const plait_param *g, const plait_shard *sh) {
+/* The elements of global parameter `gi`'s slice on this plan: its shard,
+ * and at tp × ep an expert tensor's second split too. */
+static double shard_numel(const plait_plan *plan, const plait_param *g, int32_t gi) {
     plait_param p = *g;
-    if (plait_param_apply_shard(&p, sh) != PLAIT_OK) return (double)g->numel;
+    if (plait_param_apply_shard(&p, &plan->shards[gi]) != PLAIT_OK) return (double)g->numel;
+    if (plan->second_shards && plait_param_apply_second(&p, &plan->second_shards[gi]) != PLAIT_OK)
+        return (double)g->numel;
     return (double)p.numel;
 }
 
@@ -46,7 +50,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer)) continue;
         if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
-        double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
+        double e = plan->shards ? shard_numel(plan, p, g) : (double)p->numel;
         if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) { /* its E / ep experts */
             /* the core's prefilled plan splits them over ep already */
             int split = plan->shards && plan->shards[g].dim == 0 && plan->shards[g].parts > 1;
@@ -87,7 +91,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, s.bf16_head)) continue;
-        double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
+        double e = plan->shards ? shard_numel(plan, p, g) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
         if (p->layer < 4096) layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
         if (!plait_tied_is_copy(p)) out->master_numel += e;

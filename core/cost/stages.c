@@ -50,6 +50,7 @@ struct plait_cost_model {
     plait_cost_moe moe;
     double *expert_numel; /* n_layers entries */
     int residual_bf16;    /* the config's [run] residual is bf16 */
+    double *expert_cut;   /* of which tp splits (each expert's width): n_layers entries */
 };
 
 /* The model's experts: their count, routes and width, and each layer's
@@ -63,6 +64,7 @@ static void moe_of(plait_cost_model *m, const plait_config *cfg) {
         double e = 1;
         for (int k = 0; k < p->ndim; k++) e *= (double)p->shape[k];
         m->expert_numel[p->layer] += e;
+        if (p->tp_role != PLAIT_TP_REPLICATE) m->expert_cut[p->layer] += e;
     }
 }
 
@@ -86,7 +88,8 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
     }
     m->bounds = calloc((size_t)m->n_layers + 1, sizeof *m->bounds);
     m->expert_numel = calloc((size_t)m->n_layers, sizeof *m->expert_numel);
-    if (!m->bounds || !m->expert_numel) {
+    m->expert_cut = calloc((size_t)m->n_layers, sizeof *m->expert_cut);
+    if (!m->bounds || !m->expert_numel || !m->expert_cut) {
         plait_cost_model_free(m);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
@@ -108,6 +111,7 @@ void plait_cost_model_free(plait_cost_model *m) {
     for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
     free(m->bounds);
     free(m->expert_numel);
+    free(m->expert_cut);
     plait_model_desc_free(m->desc);
     free(m);
 }
@@ -394,9 +398,10 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
             r->act_bytes += live[c] * plait_cost_slot_bytes(&s, first, last);
             for (int ly = first; ly <= last; ly++) {
                 double e = t->layer_numel[ly], f = spec->layers[ly].flops_per_token;
-                if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
-                    e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
-                    r->expert_numel += m->expert_numel[ly] / ep;
+                if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts, at tp their width's slice */
+                    const double held = m->expert_numel[ly] - m->expert_cut[ly] * (1.0 - 1.0 / tp);
+                    e -= held * (1.0 - 1.0 / ep);
+                    r->expert_numel += held / ep;
                     /* recompute = full: held only from its rerun to its backward (shared below),
                      * under a split backward to its weight half (a bound, as rank_cost.c) */
                     const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, ep) +

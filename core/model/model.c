@@ -201,7 +201,9 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
                                    "parameter set",
                                    g->name, plait_model_layer_name(m, g->layer));
         plait_param expect = *g;
+        const plait_shard *second = args->plan->second_shards ? &args->plan->second_shards[gi] : NULL;
         plait_status st = plait_param_apply_shard(&expect, &args->plan->shards[gi]);
+        if (st == PLAIT_OK && second) st = plait_param_apply_second(&expect, second);
         if (st != PLAIT_OK) return plait_wrap_error(st, "model");
         if (expect.numel != m->param[gi]->numel)
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -213,7 +215,8 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
         if (split && (g->flags & PLAIT_PARAM_EXPERT) && sh->dim == 0) { /* expert parallelism: moe.c */
             m->ep = sh->parts;
             m->ep_rank = sh->index;
-            continue;
+            if (!second || second->dim < 0 || second->parts <= 1) continue;
+            sh = second; /* tp × ep: each expert's width over tp, checked as any tp split */
         }
         if (g->tp_role == PLAIT_TP_REPLICATE) {
             if (split)
@@ -252,6 +255,8 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
             const plait_param *g = &d->params[gi];
             if (!m->local_layer[g->layer] || g->tp_role == PLAIT_TP_REPLICATE) continue;
             const plait_shard *sh = &args->plan->shards[gi];
+            if ((g->flags & PLAIT_PARAM_EXPERT) && sh->dim == 0 && args->plan->second_shards)
+                sh = &args->plan->second_shards[gi]; /* tp × ep: the width's split */
             if (sh->dim < 0 || sh->parts != m->tp || sh->index != m->tp_rank)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                        "model: parameter %s is not split like the others (%d "
@@ -376,12 +381,6 @@ static plait_status vocab_slice(plait_model *m) {
  * device, refused naming what would work; the routing's counters. */
 static plait_status moe_setup(plait_model *m, const plait_model_create_args *args) {
     const int32_t E = m->desc->moe.experts;
-    if (m->tp > 1 && m->ep > 1)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d with [parallel] tp = %d and ep = %d: a parameter's "
-                               "shard splits one dimension, the experts' (ep) or each expert's width (tp), not both "
-                               "(allowed with experts: tp = 1 with any ep, or ep = 1 with any tp)",
-                               (int)E, (int)m->tp, (int)m->ep);
     if (m->desc->moe.ffn % m->tp != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "

@@ -73,6 +73,11 @@ typedef struct plait_init_rule {
     int32_t n_layer;   /* the model's blocks: residual projections get 0.02/sqrt(2·n_layer) */
     int llama;         /* the llama arch's names (param_init.c) */
     int tied;          /* llama: lm_head is a tied copy of the embedding */
+    /* The plan's second splits by global parameter index (n_second
+     * entries; NULL: none), borrowed from the plan, which outlives the
+     * rule's use: a slice cut twice maps its elements through both. */
+    const plait_shard *second;
+    int32_t n_second;
 } plait_init_rule;
 
 /* The rule for a described model under `seed`. */
@@ -97,6 +102,14 @@ plait_status plait_model_init_values(const plait_init_rule *rule, const plait_pa
  * a TP plugin copies it and sets parts, index and (for the vocabulary)
  * padded_len. */
 plait_status plait_param_apply_shard(plait_param *p, const plait_shard *shard);
+
+/* Cut p's slice (plait_param_apply_shard's, whose p->shard is an expert
+ * tensor's ep split: dimension 0, unpadded, one group) a second time by
+ * `second` (plait_plan.second_shards, ABI 1.28) on another dimension:
+ * narrows local_shape and numel; p->shard stays the first split. A second
+ * with dim < 0 or parts <= 1 changes nothing. Fails with
+ * PLAIT_ERR_INVALID_ARG, naming the parameter, when the two do not fit. */
+plait_status plait_param_apply_second(plait_param *p, const plait_shard *second);
 
 /* The largest ep group a sparse block trades its tokens over (moe.c);
  * train/ refuses a larger [parallel] ep by name. */

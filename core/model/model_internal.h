@@ -100,6 +100,11 @@ static inline int32_t desc_llama_param(const plait_model_desc *d, int32_t l, int
  * element `local` of `p`'s slice, or -1 if it is padding. */
 int64_t plait_shard_global_index(const plait_param *p, size_t local);
 
+/* The same for a slice cut twice (plait_param_apply_second): `local`
+ * through `second` within the first split's block of experts, then that
+ * block's place in the whole tensor. */
+int64_t plait_shard_global_index_twice(const plait_param *p, const plait_shard *second, size_t local);
+
 /* Length of the shard's dimension in the local slice (whole tensor: the
  * global length). */
 int64_t plait_shard_local_len(const plait_param *p);

@@ -73,8 +73,12 @@ plait_status plait_model_init_values(const plait_init_rule *rule, const plait_pa
     const char *hname;
     enum init_kind kind = init_kind_of(param->name, rule, &std, &hname);
     uint64_t key = plait_mix64(rule->seed ^ plait_mix64(plait_fnv1a_str(hname)));
+    const plait_shard *second = rule->second && param->index >= 0 && param->index < rule->n_second
+                                    ? &rule->second[param->index]
+                                    : NULL;
     for (size_t i = 0; i < count; i++) {
-        int64_t g = plait_shard_global_index(param, offset + i);
+        int64_t g = second ? plait_shard_global_index_twice(param, second, offset + i)
+                           : plait_shard_global_index(param, offset + i);
         if (g < 0 || kind == INIT_ZERO)
             dst[i] = 0.0f;
         else if (kind == INIT_ONE)

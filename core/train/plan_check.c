@@ -53,10 +53,13 @@ void plait_plan_set_add(void *set, const plait_layout_rank *lr) {
     for (int32_t i = 0; r->param_layer && i < p->n_params && i < lr->spec->n_params; i++) {
         r->param_layer[i] = lr->spec->params[i].layer;
         /* an expert tensor's split over ep is the core's own (the prefilled
-         * plan), not a tp slice: the tp rules see it whole */
+         * plan), not a tp slice: the tp rules see it whole, or at tp × ep
+         * its width's split (the plan's second) */
         if (r->shards && (lr->spec->params[i].flags & PLAIT_PARAM_EXPERT) && m->ep > 1)
             r->shards[i] =
-                (plait_shard){.dim = -1, .parts = 1, .groups = 1, .padded_len = lr->spec->params[i].shape[0]};
+                p->second_shards && p->second_shards[i].dim > 0
+                    ? p->second_shards[i]
+                    : (plait_shard){.dim = -1, .parts = 1, .groups = 1, .padded_len = lr->spec->params[i].shape[0]};
     }
     r->chunks = p->chunks;
     r->micro_batches = p->micro_batches;

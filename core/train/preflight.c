@@ -15,6 +15,7 @@ static void release_plan(plait_run *run) {
     if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
     run->parallel.state = NULL;
     free(run->work.plan.shards);
+    free(run->work.plan.second_shards);
     free(run->work.plan.layer_stage);
     free(run->work.plan.layer_chunk);
     free(run->work.plan.schedule);

@@ -144,6 +144,32 @@ static size_t global_numel(const plait_param *p) {
     return n;
 }
 
+/* An expert tensor cut twice (tp × ep): on each of the first ep ranks the
+ * tp ranks' width slices of its experts assembled on tp rank 0 (a block
+ * of E / ep whole experts), then those blocks gathered along dimension 0
+ * over the ep group onto dp × cp rank 0, as at tp 1. */
+static plait_status gather_twice(plait_run *run, int32_t g, const plait_param *lp, float *full, float *slice,
+                                 float *slices, int dp0) {
+    const plait_mesh *m = &run->world.mesh;
+    const plait_param *gp = &run->model.spec->params[g];
+    plait_status st = plait_comm_gather(m->tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
+    if (st != PLAIT_OK || m->tp_rank != 0) return st;
+    int64_t shape[PLAIT_MAX_DIMS];
+    memcpy(shape, gp->shape, sizeof shape);
+    shape[0] = lp->local_shape[0];
+    const size_t n = lp->numel * (size_t)m->tp;
+    float *block = plait_alloc(n * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "checkpoint buffer");
+    if (!block) return plait_set_error(PLAIT_ERR_NO_MEMORY, "checkpoint: %s's experts (%zu floats)", gp->name, n);
+    for (int k = 0; k < m->tp && st == PLAIT_OK; k++) {
+        plait_shard sh = run->work.plan.second_shards[g];
+        sh.index = k;
+        st = plait_shard_insert(gp->ndim, shape, &sh, slices + (size_t)k * lp->numel, block);
+    }
+    if (st == PLAIT_OK) st = plait_comm_gather(m->ep_comm, block, dp0 ? full : NULL, n, PLAIT_F32, 0, NULL, NULL);
+    plait_free(block);
+    return st;
+}
+
 plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
                                    float *slice, float *slices, int to_rank0) {
     const plait_param *gp = &run->model.spec->params[g];
@@ -168,13 +194,15 @@ plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which,
          * slices along dimension 0 in ep-rank order are the whole tensor */
         int ep_split = (lp->flags & PLAIT_PARAM_EXPERT) && lp->shard.dim == 0 && lp->shard.parts > 1;
         int holds = ep_split ? run->world.mesh.dpcp_rank < run->world.mesh.ep : dp0;
+        const int twice = ep_split && plait_param_split_twice(lp); /* tp × ep */
         st = run->optim.ops->export_tensor(run->optim.state, g, which, holds ? slice : NULL);
-        if (st == PLAIT_OK && ep_split && holds)
+        if (st == PLAIT_OK && twice && holds) st = gather_twice(run, g, lp, full, slice, slices, dp0);
+        else if (st == PLAIT_OK && ep_split && holds)
             st = plait_comm_gather(run->world.mesh.ep_comm, slice, dp0 ? full : NULL, lp->numel, PLAIT_F32, 0, NULL,
                                    NULL);
         if (st == PLAIT_OK && dp0) {
             int tp = run->world.mesh.tp;
-            if (tp > 1)
+            if (tp > 1 && !twice)
                 st = plait_comm_gather(run->world.mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
             if (st == PLAIT_OK && me == owner) {
                 if (ep_split) {

@@ -11,7 +11,9 @@
  * export_shard has each slice gathered onto DP rank 0 by export_tensor,
  * which writes it. An expert tensor split over ep is held by the ranks of
  * its edp group: the optimizer's part there (a ZeRO rank's range over that
- * group), or whole by the first ep ranks of the DP group. A rank holds one tensor's part at a time beside its own
+ * group), or whole by the first ep ranks of the DP group; at tp × ep each
+ * tp rank's own slice of their width, a slice cut twice (index.json's
+ * version 2). A rank holds one tensor's part at a time beside its own
  * state (a buffer of its largest local slice). Tied copies and the rank's
  * kept buffers are not in the shard files: the first are their original,
  * the second go to rank 0's optim.safetensors as in a gathered save. A
@@ -43,8 +45,9 @@
 #include "train/run_internal.h"
 
 /* Per tensor, what a rank tells rank 0: present, begin, end, then the TP
- * slice (dim, parts, index, groups, padded_len). */
-#define REC 8
+ * slice (dim, parts, index, groups, padded_len), then a slice cut twice's
+ * second split (dim, parts, index; dim -1: none). */
+#define REC 11
 /* After the tensors: the rank's outcome (1 ok), its file's bytes and CRC32C,
  * whether it wrote one. */
 #define TAIL 4
@@ -65,6 +68,15 @@ static void tensor_name(const plait_run *run, const part *p, char *buf, size_t c
     const char *pname = plait_ckpt_param_name(run->model.spec, p->g);
     if (p->k < 0) snprintf(buf, cap, "%s", pname);
     else plait_ckpt_optim_name(buf, cap, which_of(run, p->k), pname);
+}
+
+/* Whether the tp group holds local slice lp whole (its tp rank 0 writes
+ * it): a tensor tp does not split, and an expert tensor split over ep
+ * alone (at tp × ep one split twice differs between the tp ranks). */
+static int tp_whole(const plait_param *lp) {
+    if ((lp->flags & PLAIT_PARAM_EXPERT) && lp->shard.dim == 0 && lp->shard.parts > 1)
+        return !plait_param_split_twice(lp);
+    return lp->shard.parts <= 1;
 }
 
 /* Whether this rank is the first of the ranks holding local slice lp the
@@ -100,7 +112,7 @@ static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t
             }
             if (!p->lp) continue;
             /* a slice TP holds whole: TP rank 0 writes it */
-            if (p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0) continue;
+            if (tp_whole(p->lp) && run->world.mesh.tp_rank != 0) continue;
             if (shard_api) {
                 plait_status st = run->optim.ops->export_shard(run->optim.state, g, which_of(run, k), &p->begin,
                                                                &p->count, NULL);
@@ -148,7 +160,7 @@ static plait_status export_part(plait_run *run, const part *p, float *buf) {
  * holds it; TP rank 0 alone for a tensor TP holds whole). */
 static int exports(const plait_run *run, const part *p) {
     if (p->buffer) return p->count > 0; /* no collective: its writer alone */
-    return p->lp && !(p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0);
+    return p->lp && !(tp_whole(p->lp) && run->world.mesh.tp_rank != 0);
 }
 
 /* Write this rank's shard file: declare, then each part, from `snap` (the
@@ -250,6 +262,8 @@ static plait_status write_index(plait_run *run, plait_ckpt_writer *w, const int6
             t->slices[t->n_slices++] = (plait_ckpt_slice){.file = file_of[r],
                                                           .shard = {(int32_t)rec[3], (int32_t)rec[4], (int32_t)rec[5],
                                                                     (int32_t)rec[6], rec[7]},
+                                                          .second = {(int32_t)rec[8], (int32_t)rec[9], (int32_t)rec[10],
+                                                                     1, 0},
                                                           .begin = (uint64_t)rec[1],
                                                           .end = (uint64_t)rec[2]};
         }
@@ -457,8 +471,18 @@ plait_status plait_run_shards_end(plait_run *run, plait_shard_job *j, plait_ckpt
         const part *p = &j->parts[i];
         if (!p->count) continue;
         const plait_shard *sh = &p->lp->shard;
-        int64_t v[REC] = {1,          (int64_t)p->begin, (int64_t)(p->begin + p->count), sh->dim, sh->parts, sh->index,
-                          sh->groups, sh->padded_len};
+        const plait_shard *two = plait_param_split_twice(p->lp) ? &run->work.plan.second_shards[p->g] : NULL;
+        int64_t v[REC] = {1,
+                          (int64_t)p->begin,
+                          (int64_t)(p->begin + p->count),
+                          sh->dim,
+                          sh->parts,
+                          sh->index,
+                          sh->groups,
+                          sh->padded_len,
+                          two ? two->dim : -1,
+                          two ? two->parts : 1,
+                          two ? two->index : 0};
         memcpy(rec, v, sizeof v);
     }
     int64_t *tail = mine + n * REC;

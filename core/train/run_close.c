@@ -23,6 +23,7 @@ void plait_run_close(plait_run *run) {
     plait_model_free(run->model.instance);
     plait_run_free_params(run);
     free(run->work.plan.shards);
+    free(run->work.plan.second_shards);
     free(run->work.plan.layer_stage);
     free(run->work.plan.layer_chunk);
     free(run->work.plan.schedule);

@@ -98,13 +98,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                    "%s: [parallel] ep = %d: a sparse block trades its tokens over at most %d ranks "
                                    "(allowed: ep from 1 to %d dividing moe_experts = %lld and dp x cp = %d)",
                                    where, m->ep, PLAIT_MODEL_MAX_EP, PLAIT_MODEL_MAX_EP, (long long)E, m->dp * m->cp);
-        if (m->tp > 1)
-            return plait_set_error(
-                PLAIT_ERR_INVALID_CONFIG,
-                "%s: [parallel] ep = %d with tp = %d: a parameter's shard splits one dimension, and an expert "
-                "tensor's would be split twice, its experts over ep and each expert's width over tp (allowed: "
-                "ep > 1 with tp = 1, or tp > 1 with ep = 1; dp, cp and pp split the work beside either)",
-                where, m->ep, m->tp);
     }
     if (E == 0) return PLAIT_OK;
     const int64_t F = plait_config_int(run->cfg, "model", "moe_ffn_hidden");
@@ -140,6 +133,19 @@ plait_status plait_run_moe_check_optim(const plait_run *run) {
                                "1.20), so it would sum expert tensors over ranks holding other experts (allowed with "
                                "ep > 1: an optimizer declaring 1.20, as adam, zero1, zero2, zero3; or ep = 1)",
                                where, ep, plait_config_str(run->cfg, "optim", "plugin"),
+                               (unsigned)run->optim.abi_minor);
+    }
+    /* at tp × ep an expert slice is cut twice, and an optimizer built
+     * before that (ABI 1.28) counts it in the norm on tp rank 0 alone */
+    if (ep > 1 && run->world.mesh.tp > 1 && run->optim.abi_minor < 28) {
+        const char *where = "";
+        plait_config_origin(run->cfg, "parallel", "tp", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] tp = %d with ep = %d and [optim] plugin = %s: the plugin declares ABI "
+                               "1.%u, before an expert tensor cut over both (plait_plan.second_shards, 1.28), so its "
+                               "gradient norm would miss the tp ranks' slices of the experts (allowed with tp x ep: an "
+                               "optimizer declaring 1.28, as adam, zero1, zero2, zero3; or tp = 1, or ep = 1)",
+                               where, run->world.mesh.tp, ep, plait_config_str(run->cfg, "optim", "plugin"),
                                (unsigned)run->optim.abi_minor);
     }
     /* the routers' selection bias is a model buffer (PLAIT_PARAM_BUFFER):

@@ -1,7 +1,8 @@
 /*
  * This rank's parameters: the layers the plan puts on this stage, each
- * parameter cut to the slice the plan's shard gives (TP), in global order;
- * the model's buffers (PLAIT_PARAM_BUFFER) are the model's, not in the set.
+ * parameter cut to the slice the plan's shard gives (TP; an expert
+ * tensor's at tp × ep cut again by its second), in global order; the
+ * model's buffers (PLAIT_PARAM_BUFFER) are the model's, not in the set.
  * Unless the optimizer owns them (ZeRO), data and gradients live in two flat
  * buffers in that order, so data-parallel buckets are contiguous ranges.
  */
@@ -38,6 +39,8 @@ plait_status plait_run_build_params(plait_run *run) {
         *p = *src;
         p->struct_size = sizeof *p;
         plait_status st = plait_param_apply_shard(p, &run->work.plan.shards[g]);
+        if (st == PLAIT_OK && run->work.plan.second_shards)
+            st = plait_param_apply_second(p, &run->work.plan.second_shards[g]);
         if (st != PLAIT_OK) {
             free(params);
             return st;

@@ -619,6 +619,7 @@ plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_rep
 
 void plait_replica_set_source(plait_replica_set *set, const plait_run *run, plait_ckpt_source *src) {
     plait_ckpt_source_init_find(src, find_in_set, set, set->what, run->model.spec, &run->params.set);
+    src->second = run->work.plan.second_shards;
 }
 
 void plait_replica_set_state(const plait_replica_set *set, plait_ckpt_state *state) {

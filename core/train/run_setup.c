@@ -21,19 +21,21 @@ plait_status plait_run_prefill_plan(plait_run *run) {
     plan->struct_size = sizeof *plan;
     plan->n_params = spec->n_params;
     plan->shards = calloc((size_t)spec->n_params, sizeof *plan->shards);
+    plan->second_shards = calloc((size_t)spec->n_params + 1, sizeof *plan->second_shards);
     plan->n_layers = spec->n_layers;
     plan->layer_stage = calloc((size_t)spec->n_layers, sizeof(int32_t));
     plan->layer_chunk = calloc((size_t)spec->n_layers, sizeof(int32_t));
     plan->micro_batches = (int32_t)run->work.batch.accumulation;
     plan->capacity = 2 * (size_t)plan->micro_batches + 2;
     plan->schedule = calloc(plan->capacity, sizeof(plait_instr));
-    if (!plan->shards || !plan->layer_stage || !plan->layer_chunk || !plan->schedule)
+    if (!plan->shards || !plan->second_shards || !plan->layer_stage || !plan->layer_chunk || !plan->schedule)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory planning");
     const plait_mesh *mesh = &run->world.mesh;
     for (int32_t g = 0; g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         plan->shards[g] = (plait_shard){.dim = -1, .parts = 1, .index = 0, .groups = 1,
                                         .padded_len = p->ndim > 0 ? p->shape[0] : 1};
+        plan->second_shards[g] = plan->shards[g];
         /* expert parallelism: the ep ranks hold the experts in turn */
         if ((p->flags & PLAIT_PARAM_EXPERT) && mesh->ep > 1)
             plan->shards[g] = (plait_shard){
@@ -54,6 +56,25 @@ plait_status plait_run_prefill_plan(plait_run *run) {
     return PLAIT_OK;
 }
 
+/* At tp × ep a tp plugin has split an expert tensor's width in `shards`,
+ * over the core's ep split: that split becomes the tensor's second
+ * (plait_plan.second_shards) and the ep split its first again, so every
+ * rule keyed on the expert split (dp's and ZeRO's groups, the norm, the
+ * checkpoints) holds. */
+static void fold_expert_splits(plait_run *run) {
+    const plait_model_spec *spec = run->model.spec;
+    const plait_mesh *mesh = &run->world.mesh;
+    plait_plan *plan = &run->work.plan;
+    if (mesh->ep <= 1) return;
+    for (int32_t g = 0; g < spec->n_params; g++) {
+        plait_shard *sh = &plan->shards[g];
+        if (!(spec->params[g].flags & PLAIT_PARAM_EXPERT) || sh->dim <= 0 || sh->parts <= 1) continue;
+        plan->second_shards[g] = *sh;
+        *sh = (plait_shard){
+            .dim = 0, .parts = mesh->ep, .index = mesh->ep_rank, .groups = 1, .padded_len = spec->params[g].shape[0]};
+    }
+}
+
 static plait_status run_plugin_plan(plait_run *run) {
     plait_status st = run->parallel.ops->plan(run->parallel.state, &run->work.plan);
     if (st == PLAIT_ERR_NO_MEMORY && run->work.plan.n_instr > run->work.plan.capacity) {
@@ -65,6 +86,7 @@ static plait_status run_plugin_plan(plait_run *run) {
         run->work.plan.n_instr = 0;
         st = run->parallel.ops->plan(run->parallel.state, &run->work.plan);
     }
+    if (st == PLAIT_OK) fold_expert_splits(run);
     return st;
 }
 
@@ -139,6 +161,10 @@ plait_status plait_run_load_parallel(plait_run *run) {
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
+    /* initial values of a slice cut twice map through both splits */
+    run->model.init.second = run->work.plan.second_shards;
+    run->model.init.n_second = run->work.plan.n_params;
+    plait_host_attach_init_rule(&run->model.init);
     run->work.stage = run->world.mesh.pp_rank;
     int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)

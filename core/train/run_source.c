@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/llama_hf.h"
 #include "comm/comm.h"
 #include "device/device.h"
@@ -116,6 +117,10 @@ static plait_status check_model_keys(const plait_run *run, const plait_ckpt *ck)
     return st;
 }
 
+static plait_status weights_block(void *ctx, const plait_param *block, float *all) {
+    return plait_weights_read(ctx, block, 0, block->numel, all);
+}
+
 /* A fresh run from [run] init_from: the parameters only. */
 static plait_status weights_read(void *ctx, int32_t index, const char *which, size_t offset, size_t count,
                                  float *dst) {
@@ -125,6 +130,10 @@ static plait_status weights_read(void *ctx, int32_t index, const char *which, si
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "pretrained weights have no optimizer state '%s'", which);
     const plait_param *p = held_param(run, index);
     if (!p) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
+    /* an expert slice cut twice (tp × ep): its block of whole experts, then its width's part */
+    if (plait_param_split_twice(p))
+        return plait_shard_read_twice(p, &run->work.plan.second_shards[index], weights_block, src->weights, offset,
+                                      count, dst);
     return plait_weights_read(src->weights, p, offset, count, dst);
 }
 
@@ -160,6 +169,7 @@ static plait_status open_dir(plait_run *run, const char *resume_dir, plait_run_s
         return st;
     }
     plait_ckpt_source_init(&src->cks, src->ck, run->model.spec, &run->params.set);
+    src->cks.second = run->work.plan.second_shards;
     src->source = src->cks.src;
     return PLAIT_OK;
 }

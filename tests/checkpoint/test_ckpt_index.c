@@ -184,8 +184,8 @@ static void a_mismatched_index_is_refused(void **state) {
         {HEAD "\"files\": [\"shard-0\", \"shard-0\"], \"tensors\": {}}", "listed twice"},
         {HEAD "\"files\": [], \"tensors\": {\"w\": {\"dtype\": \"BF16\", \"shape\": [2], \"slices\": []}}}",
          "must be {\"dtype\": \"F32\""},
-        {"{\"format\": \"plait-sharded-index\", \"format_version\": 2, \"step\": 1, \"files\": [], \"tensors\": {}}",
-         "format_version 2 is not 1"},
+        {"{\"format\": \"plait-sharded-index\", \"format_version\": 3, \"step\": 1, \"files\": [], \"tensors\": {}}",
+         "format_version 3 is not 1 or 2"},
         {"{\"format\": \"plait-checkpoint\"}", "not a plait sharded checkpoint index"},
         {"{\"format\": ", "index.json"},
     };
@@ -204,12 +204,58 @@ static void a_mismatched_index_is_refused(void **state) {
     plait_ckpt_index_free(ix);
 }
 
+/* Format version 2: slices cut twice (an expert tensor [2, 2, 2] at tp 2 x
+ * ep 2: its experts over ep on dimension 0, each one's rows over tp), each
+ * that part of the block its first split gives, read back whole and as
+ * another layout's slice; such a slice in a version 1 index is refused. */
+#define S2(e, t)                                                                                                       \
+    "{\"file\": 0, \"dim\": 0, \"parts\": 2, \"index\": " #e ", \"groups\": 1, \"padded_len\": 2, \"begin\": 0, "      \
+    "\"end\": 2, \"second_dim\": 1, \"second_parts\": 2, \"second_index\": " #t "}"
+#define TWICE(v)                                                                                                       \
+    "{\"format\": \"plait-sharded-index\", \"format_version\": " #v ", \"step\": 1, \"files\": "                       \
+    "[\"shard-00000.safetensors\"], \"tensors\": {\"w\": {\"dtype\": \"F32\", \"shape\": [2, 2, 2], \"slices\": [" S2( \
+        0, 0) ", " S2(0, 1) ", " S2(1, 0) ", " S2(1, 1) "]}}}"
+
+static void slices_cut_twice_read_back(void **state) {
+    (void)state;
+    plait_ckpt_index *ix = NULL;
+    assert_int_equal(parse_text(TWICE(2), &ix), PLAIT_OK);
+    const plait_ckpt_index_tensor *t = plait_ckpt_index_find(ix, "w");
+    assert_non_null(t);
+    assert_int_equal(t->n_slices, 4);
+    /* w[a][b][c] = 4a + 2b + c: slice (e, t) holds w[e][t][0..1] */
+    static float held[4][2];
+    for (int k = 0; k < 4; k++) {
+        const plait_ckpt_slice *sl = &t->slices[k];
+        assert_int_equal(sl->second.dim, 1);
+        for (int c = 0; c < 2; c++) held[k][c] = (float)(4 * sl->shard.index + 2 * sl->second.index + c);
+        t->slices[k].data = held[k];
+    }
+    float got[8];
+    const plait_shard whole = {-1, 1, 0, 1, 0};
+    assert_int_equal(plait_ckpt_index_read(t, &whole, 0, 8, got, "test"), PLAIT_OK);
+    for (int i = 0; i < 8; i++) assert_true(got[i] == (float)i);
+    const plait_shard last_column = {.dim = 2, .parts = 2, .index = 1, .groups = 1, .padded_len = 2};
+    assert_int_equal(plait_ckpt_index_read(t, &last_column, 0, 4, got, "test"), PLAIT_OK);
+    for (int i = 0; i < 4; i++) assert_true(got[i] == (float)(2 * i + 1));
+    /* written back as version 2 */
+    plait_jbuf b = {0};
+    plait_ckpt_index_render(&b, ix);
+    assert_non_null(strstr(b.data, "\"format_version\": 2"));
+    assert_non_null(strstr(b.data, "\"second_dim\": 1, \"second_parts\": 2, \"second_index\": 1"));
+    plait_jbuf_free(&b);
+    plait_ckpt_index_free(ix);
+    ix = (plait_ckpt_index *)1;
+    assert_int_equal(parse_text(TWICE(1), &ix), PLAIT_ERR_PROTOCOL);
+    assert_null(ix);
+    assert_non_null(strstr(plait_last_error(), "a slice must be"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(any_layout_reads_any_other),
-        cmocka_unit_test(a_missing_slice_is_named),
-        cmocka_unit_test(the_index_round_trips),
-        cmocka_unit_test(a_mismatched_index_is_refused),
+        cmocka_unit_test(any_layout_reads_any_other), cmocka_unit_test(a_missing_slice_is_named),
+        cmocka_unit_test(the_index_round_trips),      cmocka_unit_test(a_mismatched_index_is_refused),
+        cmocka_unit_test(slices_cut_twice_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

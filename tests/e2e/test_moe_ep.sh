@@ -139,5 +139,4 @@ refused() { # NAME EXPECTED overrides...: config check and train refuse, train b
 }
 refused dense "[parallel] ep = 2: expert parallelism splits a mixture-of-experts model's experts, and this model \
 has none" parallel.dp=2 parallel.ep=2
-refused tp "[parallel] ep = 2 with tp = 2" $MOE parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 parallel.ep=2
 echo "ep: ep 2 and 4 bit-identical to ep 1, resumes across ep, refusals named"

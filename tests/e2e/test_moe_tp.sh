@@ -9,8 +9,8 @@
 # tp 2's step-2 checkpoint resumes in one process as the straight run;
 # tp 2 x pp 2 with sequence parallelism under zb1 (the sparse blocks'
 # backward in two halves) gives 1f1b's losses and parameters bit for bit; an
-# expert width tp cannot split and tp x ep are refused before step 1,
-# naming the keys.
+# expert width tp cannot split is refused before step 1, naming the keys
+# (tp x ep: test_moe_tpep.sh).
 source "$(dirname "$0")/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
 D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=2 data.global_batch=4 model.moe_bias_rate=0.001"
@@ -59,5 +59,4 @@ refused "[model] moe_ffn_hidden = 66 is not divisible by [parallel] tp = 4" $L m
   parallel.plugin=hybrid parallel.tp=4 model.n_kv_head=4
 grep -qF "allowed: tp in {1, 2, 3, 6, 11, 22, 33}" "$E2E_WORK/refused.out" ||
   fail "the refusal of moe_ffn_hidden = 66 at tp 4 does not say what would work: $(cat "$E2E_WORK/refused.out")"
-refused "[parallel] ep = 2 with tp = 2" $L parallel.plugin=hybrid parallel.dp=2 parallel.ep=2 parallel.tp=2
 echo "moe under tp: tp 2 (also with sequence parallelism, dp 2, llama with a shared expert) as one process"

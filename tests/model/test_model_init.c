@@ -2,7 +2,8 @@
  * The description (names, shapes, roles, flags) and layout-independent
  * initialisation: every TP slice's initial values equal the matching slice
  * of the whole tensor's, padding is zero, partial fills agree with whole
- * fills, and the values follow GPT-2's scheme.
+ * fills, and the values follow GPT-2's scheme; an expert tensor's slice
+ * at tp × ep, cut twice, too, and the norm counts each such slice once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,9 @@
 
 #include "config/config.h"
 #include "model/model.h"
+#include "model/model_internal.h"
+
+#include <plait/optim_util.h>
 
 static plait_config *make_config(const char *ini) {
     char *const no_env[] = {NULL};
@@ -243,11 +247,101 @@ static void test_bad_shards(void **state) {
     plait_config_free(cfg);
 }
 
+/* tp 2 × ep 2: an expert tensor [E, out, in] cut over ep on dimension 0,
+ * then each expert's width over tp (the plan's second split): the four
+ * slices' initial values are the whole tensor's at the places the two
+ * splits give, every element held once, and the gradient norm counts
+ * every slice once (on each tp rank of the first ep ranks). */
+static void test_expert_slices_twice(void **state) {
+    (void)state;
+    plait_config *cfg = make_config("[run]\nseed = 7\n[model]\nn_layer = 1\nn_head = 2\nn_embd = 8\n"
+                                    "block_size = 5\nvocab_size = 37\nmoe_experts = 4\nmoe_top_k = 2\n"
+                                    "moe_ffn_hidden = 6\n");
+    plait_model_desc *d;
+    assert_int_equal(plait_model_describe(cfg, 1, &d), PLAIT_OK);
+    const plait_model_spec *s = plait_model_desc_spec(d);
+    plait_shard *second = calloc((size_t)s->n_params, sizeof *second);
+    assert_non_null(second);
+    plait_init_rule rule = plait_model_init_rule(d, 7);
+    rule.second = second;
+    rule.n_second = s->n_params;
+    const int ep = 2, tp = 2;
+    int experts_seen = 0;
+    for (int32_t i = 0; i < s->n_params; i++) {
+        const plait_param *g = &s->params[i];
+        if (!(g->flags & PLAIT_PARAM_EXPERT) || g->tp_role == PLAIT_TP_REPLICATE) continue;
+        experts_seen++;
+        float *whole = init_whole(&rule, g);
+        size_t n = 1;
+        for (int k = 0; k < g->ndim; k++) n *= (size_t)g->shape[k];
+        int *held = calloc(n, sizeof *held);
+        assert_non_null(held);
+        const int cut = g->shard.dim; /* 1 (column) or 2 (row) */
+        for (int e = 0; e < ep; e++)
+            for (int t = 0; t < tp; t++) {
+                plait_param p = *g;
+                plait_shard first = {.dim = 0, .parts = ep, .index = e, .groups = 1, .padded_len = g->shape[0]};
+                second[i] =
+                    (plait_shard){.dim = cut, .parts = tp, .index = t, .groups = 1, .padded_len = g->shape[cut]};
+                assert_int_equal(plait_param_apply_shard(&p, &first), PLAIT_OK);
+                assert_int_equal(plait_param_apply_second(&p, &second[i]), PLAIT_OK);
+                assert_true(plait_param_split_twice(&p));
+                assert_int_equal(p.shard.dim, 0); /* the first split stays the shard */
+                assert_int_equal(p.numel, n / (size_t)(ep * tp));
+                float *v = malloc(p.numel * sizeof(float));
+                assert_non_null(v);
+                for (size_t o = 0; o < p.numel; o += 5)
+                    assert_int_equal(plait_model_init_values(&rule, &p, o, p.numel - o < 5 ? p.numel - o : 5, v + o),
+                                     PLAIT_OK);
+                /* the place of each local element, from the shapes alone */
+                int64_t l1 = p.local_shape[1], l2 = g->ndim > 2 ? p.local_shape[2] : 1;
+                int64_t s1 = g->shape[1], s2 = g->ndim > 2 ? g->shape[2] : 1;
+                for (size_t k = 0; k < p.numel; k++) {
+                    int64_t a = (int64_t)k / (l1 * l2), b = (int64_t)k / l2 % l1, c = (int64_t)k % l2;
+                    a += e * p.local_shape[0];
+                    if (cut == 1) b += t * l1;
+                    else c += t * l2;
+                    size_t at = (size_t)((a * s1 + b) * s2 + c);
+                    assert_true(v[k] == whole[at]);
+                    held[at]++;
+                }
+                /* the norm: each slice once, on every tp rank of the first ep
+                 * ranks (of the dp x cp ranks holding it, e and e + ep) */
+                for (int32_t dp_rank = e; dp_rank < 2 * ep; dp_rank += ep) {
+                    plait_optim_topology topo = {.dp_rank = dp_rank, .tp = tp, .tp_rank = t, .ep = ep};
+                    assert_int_equal(plait_optim_counts_in_norm(&topo, &p), dp_rank == e);
+                }
+                free(v);
+            }
+        for (size_t k = 0; k < n; k++) assert_int_equal(held[k], 1);
+        second[i] = (plait_shard){.dim = -1, .parts = 1, .groups = 1};
+        free(held);
+        free(whole);
+    }
+    assert_true(experts_seen >= 2); /* c_fc and c_proj's weights, c_fc's bias */
+    /* a second split of dimension 0, or without a first one there, is refused */
+    const plait_param *g = NULL;
+    for (int32_t i = 0; i < s->n_params && !g; i++)
+        if ((s->params[i].flags & PLAIT_PARAM_EXPERT) && s->params[i].ndim == 3) g = &s->params[i];
+    assert_non_null(g);
+    plait_param p = *g;
+    plait_shard whole = {-1, 1, 0, 1, 0},
+                on0 = {.dim = 0, .parts = 2, .index = 0, .groups = 1, .padded_len = g->shape[0]};
+    plait_shard on1 = {.dim = 1, .parts = 2, .index = 0, .groups = 1, .padded_len = g->shape[1]};
+    assert_int_equal(plait_param_apply_shard(&p, &whole), PLAIT_OK);
+    assert_int_equal(plait_param_apply_second(&p, &on1), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_param_apply_shard(&p, &on0), PLAIT_OK);
+    assert_int_equal(plait_param_apply_second(&p, &on0), PLAIT_ERR_INVALID_ARG);
+    assert_false(plait_param_split_twice(&p));
+    free(second);
+    plait_model_desc_free(d);
+    plait_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_description),
-        cmocka_unit_test(test_layout_independent),
-        cmocka_unit_test(test_gpt2_scheme),
+        cmocka_unit_test(test_description),         cmocka_unit_test(test_layout_independent),
+        cmocka_unit_test(test_expert_slices_twice), cmocka_unit_test(test_gpt2_scheme),
         cmocka_unit_test(test_bad_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,7 +78,10 @@ typedef enum plait_param_flag {
      * hold different experts: the parallel plugin sums such a gradient
      * over mesh->edp_comm (the ranks holding the same experts), not
      * dpcp_comm, and the gradient norm counts it on the first ep group
-     * (plait_optim_counts_in_norm). */
+     * (plait_optim_counts_in_norm). ABI 1.28: with tp > 1 too, each
+     * expert's width is cut over tp as well (the plan's second_shards,
+     * plait/parallel.h): `shard` stays the ep split and local_shape and
+     * numel are the slice cut twice (plait_param_split_twice). */
     PLAIT_PARAM_EXPERT = 1u << 3,
     /* ABI 1.27: a model buffer, not a parameter (a mixture of experts'
      * routers' selection bias, which the core moves after each step as
@@ -187,6 +190,16 @@ typedef struct plait_param_set {
  * is not a tied copy. */
 static inline int32_t plait_tied_original(const plait_param *p) {
     return (p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 ? p->tied_to : -1;
+}
+
+/* 1 if `p`'s slice is cut on a dimension besides its shard's (ABI 1.28: a
+ * mixture of experts' tensor at tp > 1 with ep > 1, its experts over ep
+ * and each one's width over tp; the second cut is in plait_plan's
+ * second_shards). Pure, thread-safe. */
+static inline int plait_param_split_twice(const plait_param *p) {
+    for (int32_t i = 0; i < p->ndim && i < PLAIT_MAX_DIMS; i++)
+        if (i != p->shard.dim && p->local_shape[i] != p->shape[i]) return 1;
+    return 0;
 }
 
 /* The position in `set` of the parameter with global index `global`, or -1

@@ -38,7 +38,8 @@
  *     (PLAIT_PARAM_EXPERT, shard.dim 0, shard.parts > 1) counts on the
  *     first ep ranks of the dp x cp group, each holding its own experts;
  *     one split over tp (each expert's width, shard.dim 1 or 2, ABI 1.24)
- *     counts as any tp slice.
+ *     counts as any tp slice; one split over both (ABI 1.28,
+ *     plait_param_split_twice) on every tp rank of those first ep ranks.
  *   - Tied copies (PLAIT_PARAM_TIED_COPY: lm_head.weight) never count: the
  *     original (transformer.wte.weight) holds the same, complete gradient.
  * The TP rank is read from any split parameter's shard.index (all split
@@ -176,9 +177,10 @@ static inline plait_status plait_optim_topology_from_init(const plait_optim_init
 static inline int plait_optim_counts_in_norm(const plait_optim_topology *topo, const plait_param *p) {
     if (p->flags & PLAIT_PARAM_TIED_COPY) return 0;
     /* an expert tensor split over ep: each of the first ep ranks of the
-     * dp x cp group holds its own experts */
+     * dp x cp group holds its own experts, and at tp > 1 each tp rank its
+     * own slice of their width (ABI 1.28) */
     if ((p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim == 0 && p->shard.parts > 1)
-        return topo->dp_rank < topo->ep && topo->tp_rank == 0;
+        return topo->dp_rank < topo->ep && (topo->tp_rank == 0 || plait_param_split_twice(p));
     if (topo->dp_rank != 0) return 0;
     int split = p->shard.dim >= 0 && p->shard.parts > 1;
     if (topo->tp > 1 && !split && topo->tp_rank != 0) return 0;

@@ -177,7 +177,22 @@ typedef struct plait_plan {
     char summary[256];
     /* Expected idle share of the schedule (the bubble), or -1 if none. */
     double bubble_formula;
+    /* ABI 1.28: per global parameter, the second split of a tensor cut
+     * twice, {dim -1, parts 1} for every other (plait_shard's fields, the
+     * same geometry). At [parallel] tp > 1 with ep > 1 a mixture of experts'
+     * tensor (PLAIT_PARAM_EXPERT, [E, out, in]) is cut over ep on dimension
+     * 0, which stays its `shards` entry (and plait_param.shard, so every
+     * rule keyed on the expert split holds), and over tp on the dimension
+     * its description names (1 or 2), which is this entry. Allocated and
+     * filled by the core after every plugin's plan(): a tp plugin splits
+     * an expert tensor in `shards` as it always has, and the core moves
+     * that split here. Plugins read it, never write it; NULL from a core
+     * before 1.28 (check with PLAIT_PLAN_HAS). */
+    plait_shard *second_shards;
 } plait_plan;
+
+/* True if `plan` (from a possibly older core) has member `field`. */
+#define PLAIT_PLAN_HAS(plan, field) ((plan)->struct_size >= offsetof(plait_plan, field) + sizeof((plan)->field))
 
 typedef struct plait_parallel_init {
     uint32_t struct_size;
