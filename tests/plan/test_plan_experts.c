@@ -114,6 +114,16 @@ static void test_ep_stages(void **state) {
      * output and input gradients, 256 rows of 2·64 */
     NEAR(two.act_bytes - one.act_bytes,
          4 * (4.0 * 256 * (2 * 64 + 3 * 128) + 72 + 4 * 8) + 4.0 * 8 * (2 * 128 * 64 + 128 + 64) + 4.0 * 256 * 2 * 64);
+    /* bf16 on a device with the experts' bf16 entries (ABI 1.27): the
+     * rows travel and are held in bf16, 2 bytes an element, the counts
+     * int32 still; a device without them (the cpu's) trades float32 */
+    plait_cost_device cuda;
+    plait_cost_device_cuda(64, 16, &cuda);
+    plait_cost_rank bf, cpu_bf;
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_BF16, &cuda, &bf), 0);
+    NEAR(bf.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 2 + 4 * 4));
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_BF16, &dev, &cpu_bf), 0);
+    NEAR(cpu_bf.ep_bytes, two.ep_bytes);
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
