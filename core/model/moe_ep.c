@@ -18,7 +18,10 @@
  *
  * The trades move the rows from and into the device's memory (the counts,
  * host memory, by the all-to-all), so ep > 1 runs on any device with the
- * MoE entries.
+ * MoE entries. Where the experts run bf16 (moe_dims.bf) the rows travel
+ * and are held in bf16, half the bytes, and the holder runs each source's
+ * rows as one grouped bf16 product over its local experts (each expert's
+ * product the one that source runs at ep 1: the same bits).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +43,7 @@ typedef struct moe_held {
     size_t bytes;      /* host and device, counted in the slot's moe_held_bytes */
     int64_t rows, cap; /* rows held now; rows the device block has room for */
     int32_t *cnt;      /* [ep·El] host memory */
-    /* in the slot's moe_held_dev block: */
+    /* in the slot's moe_held_dev block (bf16 where moe_dims.bf, as moe_acts'): */
     float *x, *y;     /* [rows,C] inputs, outputs */
     float *h, *u, *a; /* [rows,F] as moe_acts' */
 } moe_held;
