@@ -22,6 +22,7 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
     out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
     out->bf16_tensors = PLAIT_KERNELS_HAS_FROM_BF16(k);
+    out->moe_bf16 = PLAIT_KERNELS_HAS_MOE_BF16(k) && PLAIT_KERNELS_HAS_FROM_BF16(k);
 }
 
 void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
@@ -32,6 +33,7 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     out->att_scratch = out->bf16_path ? (double)T : 0;
     out->att_backward_products = 7;
     out->bf16_tensors = 1; /* plugins/device/cuda's table has from_bf16 */
+    out->moe_bf16 = 1;     /* and the experts' bf16 entries */
 }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
@@ -75,6 +77,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
     /* the model's rule (model/model.c): a bf16 run on kernels that widen bf16 */
     s->res16 = in->residual_bf16 && terms.requested && in->device && in->device->bf16_tensors;
+    s->moe_kernels = in->device && in->device->moe_bf16;
 }
 
 /* Floats of a block's saved tensors (model/recompute.c's parts, in their
@@ -244,6 +247,17 @@ double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int e
     return sparse_blocks * micro_batches * (rows * (double)C * sizeof(float) + counts * sizeof(int32_t));
 }
 
+int plait_cost_experts_bf16(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+    const int64_t F = moe && tp > 0 ? moe->F / tp : 0;
+    return moe && moe->E > 0 && s->bf16 && s->moe_kernels && (int64_t)s->C % 8 == 0 && F % 8 == 0;
+}
+
+/* Floats that n elements of the experts' rows take: half where bf16
+ * (every such n a multiple of 8: model/moe.c's TAKE_ROWS). */
+static double rows_floats(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, double n) {
+    return plait_cost_experts_bf16(moe, s, tp) ? n / 2 : n;
+}
+
 void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_moe *out) {
     out->E = plait_config_int(cfg, "model", "moe_experts");
     out->k = out->E > 0 ? plait_config_int(cfg, "model", "moe_top_k") : 0;
@@ -275,8 +289,12 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
     const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
-    double f = 2 * N * E + N + E + 4 * Nk + E + 1 + 2 * Nk * C + acts * Nk * F;
-    if (SF > 0) f += acts * N * SF + N * C;
+    const int bf = plait_cost_experts_bf16(moe, s, tp);
+    /* the rows (bf16 where the experts run bf16, the llama arch's gate|up
+     * one tensor of both widths) and, bf16, the shared experts' input */
+    double rows = 2 * Nk * C + acts * Nk * F;
+    if (SF > 0) rows += acts * N * SF + N * C + (bf ? N * C : 0);
+    const double f = 2 * N * E + N + E + 4 * Nk + E + 1 + rows_floats(moe, s, tp, rows);
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
 }
 
@@ -293,10 +311,10 @@ double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_sh
 
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0 || s->recompute == 0) return 0;
-    if (s->recompute == 2) return plait_cost_moe_acts_bytes(moe, s, tp) + plait_cost_held_shared_bytes(moe, s, ep);
+    if (s->recompute == 2) return plait_cost_moe_acts_bytes(moe, s, tp) + plait_cost_held_shared_bytes(moe, s, tp, ep);
     const double Nk = s->B * s->T * (double)moe->k;
-    const double f = Nk * (double)moe->F / tp + s->B * s->T * (double)(moe->S * moe->F) / tp;
-    return sizeof(float) * ceil(f / 64) * 64 + plait_cost_held_shared_bytes(moe, s, ep);
+    const double f = rows_floats(moe, s, tp, Nk * (double)moe->F / tp + s->B * s->T * (double)(moe->S * moe->F) / tp);
+    return sizeof(float) * ceil(f / 64) * 64 + plait_cost_held_shared_bytes(moe, s, tp, ep);
 }
 
 double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
@@ -312,36 +330,34 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
      * float32 norm output and its gradient, shared likewise
      * (model/moe_bf16.c) */
     const double expert = moe->llama ? 3.0 * F * s->C : 2.0 * F * s->C + F + s->C;
-    const double grads = ep > 1 ? (double)moe->E * expert + 2 * Nk * s->C : 0;
+    const double grads = ep > 1 ? (double)moe->E * expert + rows_floats(moe, s, tp, 2 * Nk * s->C) : 0;
     const double norm = s->bf16 ? 2 * N * s->C : 0;
-    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm);
+    /* where the experts run bf16, the llama arch's gate and up input
+     * gradients in bf16 before their float32 sum (model/moe.c's gu_dx) */
+    const double gu = plait_cost_experts_bf16(moe, s, tp) && moe->llama ? Nk * s->C : 0;
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm + gu);
 }
 
-/* The width of a held row's activations: an expert's, at tp × ep its
- * slice (the attention's width over its slice is the rank's tp). */
-static double held_width(const plait_cost_moe *moe, const plait_cost_shape *s) {
-    const double tp = s->Cl > 0 && s->Cl < s->C ? s->C / s->Cl : 1;
-    return (double)moe->F / tp;
-}
-
-double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
+double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
-    const double F = held_width(moe, s);
+    const double F = (double)moe->F / tp;          /* an expert's width, at tp × ep its slice */
     /* the device rows (their gradients in the backward's scratch,
      * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
     /* under a split backward each row's output gradients beside it
-     * (moe_ep.c's held_kept: C, and F a first product) */
+     * (moe_ep.c's held_kept: C, and F a first product; float32 experts:
+     * the model refuses a split backward with bf16 ones) */
     const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * F : 0;
-    return sizeof(float) * rows * (2.0 * s->C + acts * F + kept) + 72 + sizeof(int32_t) * (double)moe->E;
+    const double dev = rows_floats(moe, s, tp, rows * (2.0 * s->C + acts * F + kept));
+    return sizeof(float) * dev + 72 + sizeof(int32_t) * (double)moe->E;
 }
 
-double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
+double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0 || s->recompute == 0) return 0;
-    if (s->recompute == 2) return plait_cost_held_bytes(moe, s, ep);
-    return sizeof(float) * s->B * s->T * (double)moe->k * held_width(moe, s);
+    if (s->recompute == 2) return plait_cost_held_bytes(moe, s, tp, ep);
+    return sizeof(float) * rows_floats(moe, s, tp, s->B * s->T * (double)moe->k * (double)moe->F / tp);
 }
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
@@ -351,8 +367,12 @@ void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s,
     const double again = s->recompute == 2 ? 1.5 : 1.0;
     r->ep = ep;
     r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * again * sparse * m : 0;
-    r->ep_bytes = moe->E > 0 ? again * plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m)
-                             : 0;
+    /* the rows travel bf16 where the experts run bf16: half the bytes
+     * (the counts int32 still) */
+    const double rows = plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m),
+                 counts = plait_cost_ep_bytes(0, moe->k, (int64_t)s->C, moe->E, ep, sparse, m);
+    const double bytes = plait_cost_experts_bf16(moe, s, 1) ? counts + (rows - counts) / 2 : rows;
+    r->ep_bytes = moe->E > 0 ? again * bytes : 0;
 }
 
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {

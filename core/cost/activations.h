@@ -53,6 +53,7 @@ typedef struct plait_cost_device {
     int bf16_path;      /* the kernels run the GPT's bf16-activation path (plait_model_kernels_bf16) */
     int llama_bf16_path; /* ... and the llama arch's (plait_model_kernels_llama_bf16) */
     int ring_bf16;       /* ... and ring attention on bf16 (PLAIT_KERNELS_HAS_RING_ATTENTION_BF16) */
+    int moe_bf16;        /* ... and the experts' bf16 entries (PLAIT_KERNELS_HAS_MOE_BF16, from_bf16) */
     double att_scratch; /* floats of the fused attention's scratch per sequence and head
                            (the table's attention_fused_scratch(1, T, 1, HS)) */
     /* products of a (query tile, key tile) pair in the fused attention's
@@ -110,6 +111,7 @@ typedef struct plait_cost_shape {
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
     int res16;        /* the residual stream rounded to bf16, the slots' own boundaries stored so */
     int bf16_head;    /* and its head's (without tensor parallelism) */
+    int moe_kernels;  /* the device has the experts' bf16 entries (plait_cost_experts_bf16 decides) */
     int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
     double q;         /* the tp group's size under sequence parallelism, else 1 */
 } plait_cost_shape;
@@ -160,18 +162,24 @@ typedef struct plait_cost_moe {
  * `ffn_hidden` where moe_ffn_hidden is 0, as the model takes it). */
 void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_moe *out);
 
+/* 1 if a rank of shape s at tensor parallelism tp runs its experts in
+ * bf16 (the model's plait_model_moe_bf16 under granted bf16 activations):
+ * their rows, hidden tensors, held rows, the rows' gradients and the ep
+ * trades take 2 bytes an element, and their weights a bf16 copy. */
+int plait_cost_experts_bf16(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
  * (model/moe.c's held rows, in the device's memory: each row's input and
  * output, C wide, its three F-wide hidden tensors (two under selective),
- * float32; in host memory the block's 72-byte head and the E int32 row
+ * float32, or bf16 where plait_cost_experts_bf16; in host memory the block's 72-byte head and the E int32 row
  * counts, as held_alloc allocates them; the rows' gradients are in the
  * backward's scratch, plait_cost_moe_scratch_bytes, but under a split
  * backward each row's output gradients at its products, C and F wide
  * (llama: C and 2F), kept beside it to the weight half). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
-double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
+double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 
 /* Bytes of plait_cost_slot_bytes' block that a sparse block's slot does
  * not keep (model/model_slots.c): the dense MLP's products' parts, and
@@ -185,13 +193,17 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
  * this tp rank's width F/tp, the shared experts'; under selective without
- * the activation function's outputs), and the backward's
+ * the activation function's outputs; the rows and hidden tensors bf16
+ * where plait_cost_experts_bf16, with the shared experts' bf16 input),
+ * and the backward's
  * scratch all sparse blocks share (once a rank; at ep > 1 with each ep
  * source's gradients of the rank's experts: the Llama family's 3·F·C
  * floats an expert, the GPT's 2·F·C + F + C, and the held rows' output
- * and input gradients, 2·C floats a row of B·T·k; under bf16 activations with
- * the sparse halves' float32 norm output and its gradient,
- * model/moe_bf16.c); 0 for a dense model. */
+ * and input gradients, 2·C floats a row of B·T·k (bf16 where the experts
+ * run bf16); under bf16 activations with the sparse halves' float32 norm
+ * output and its gradient, model/moe_bf16.c, and where the llama arch's
+ * experts run bf16 N·k·C floats for their gate's and up's input
+ * gradients); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 /* Bytes one sparse block's slot keeps between the halves of a split
  * backward whatever [model] recompute drops (model/moe.c's kept_carve):
@@ -207,7 +219,7 @@ double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_sh
  * of one block (at ep > 1 those of the held rows too); 0 under none.
  * The held part alone: plait_cost_held_shared_bytes. */
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
-double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
+double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 
 /* Sets r's ep fields for `sparse` local sparse blocks and m micro-batches

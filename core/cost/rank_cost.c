@@ -88,9 +88,12 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
     double layer_copy[4096] = {0};
+    /* the experts' weights too where they run bf16 (model/moe_experts_bf16.c) */
+    const int copies = (s.bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
+                       (plait_cost_experts_bf16(moe, &s, mesh->tp) ? PLAIT_BF16_COPY_EXPERTS : 0);
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
-        if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, s.bf16_head)) continue;
+        if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, copies)) continue;
         double e = plan->shards ? shard_numel(plan, p, g) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
         if (p->layer < 4096) layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
@@ -134,9 +137,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
          * live only from its rerun to its backward, in one set (below);
          * a split backward keeps the held rows to its weight half (counted
          * for every live slot: a bound) */
-        const double moe_kept = s.recompute == 2
-                                    ? (s.split ? plait_cost_held_bytes(moe, &s, ep) : 0)
-                                    : plait_cost_held_bytes(moe, &s, ep) + plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
+        const double moe_kept = s.recompute == 2 ? (s.split ? plait_cost_held_bytes(moe, &s, mesh->tp, ep) : 0)
+                                                 : plait_cost_held_bytes(moe, &s, mesh->tp, ep) +
+                                                       plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
                                   sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp, ep) -
                                             plait_cost_sparse_unkept_bytes(&s)));

@@ -26,6 +26,8 @@ typedef struct tp_slices {
     double *layer_copy;    /* n_layers entries: the bf16 copy's elements under bf16 activations */
     double *layer_master;  /* n_layers entries: of those, unrounded, the tied copy's left out */
     double *layer_tensors; /* n_layers entries: the parameter tensors of a layer (tied copies apart) */
+    double *layer_xcopy;   /* n_layers entries: the experts' copy where they run bf16, all E (ep divides) */
+    double *layer_xmaster; /* n_layers entries: of those, unrounded */
     double copy_numel;     /* the head's tied copy of the token embedding */
     double vocab_padded;
 } tp_slices;
@@ -106,6 +108,7 @@ void plait_cost_model_free(plait_cost_model *m) {
         free(m->tps[i].layer_copy);
         free(m->tps[i].layer_tensors);
         free(m->tps[i].layer_master);
+        free(m->tps[i].layer_xcopy);
     }
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
     for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
@@ -160,6 +163,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
         free(m->tps[0].layer_copy);
         free(m->tps[0].layer_master);
         free(m->tps[0].layer_tensors);
+        free(m->tps[0].layer_xcopy);
         memmove(&m->tps[0], &m->tps[1], (TP_CACHE - 1) * sizeof m->tps[0]);
         m->n_tps--;
     }
@@ -170,11 +174,14 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     t->layer_copy = calloc((size_t)m->n_layers, sizeof *t->layer_copy);
     t->layer_master = calloc((size_t)m->n_layers, sizeof *t->layer_master);
     t->layer_tensors = calloc((size_t)m->n_layers, sizeof *t->layer_tensors);
-    if (!t->layer_numel || !t->layer_copy || !t->layer_master || !t->layer_tensors) {
+    t->layer_xcopy = calloc(2 * (size_t)m->n_layers, sizeof *t->layer_xcopy);
+    t->layer_xmaster = t->layer_xcopy ? t->layer_xcopy + m->n_layers : NULL;
+    if (!t->layer_numel || !t->layer_copy || !t->layer_master || !t->layer_tensors || !t->layer_xcopy) {
         free(t->layer_numel);
         free(t->layer_copy);
         free(t->layer_master);
         free(t->layer_tensors);
+        free(t->layer_xcopy);
         return NULL;
     }
     t->layer_tensor = t->layer_numel + m->n_layers;
@@ -194,6 +201,10 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
         if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g, tp == 1)) {
             t->layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
             if (!plait_tied_is_copy(p)) t->layer_master[p->layer] += e;
+        } else if (p->layer >= 0 && p->layer < m->n_layers &&
+                   plait_model_bf16_copied(m->spec, g, PLAIT_BF16_COPY_EXPERTS)) {
+            t->layer_xcopy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
+            t->layer_xmaster[p->layer] += e;
         }
         if (plait_tied_is_copy(p)) {
             t->copy_numel = e;
@@ -404,18 +415,20 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     r->expert_numel += held / ep;
                     /* recompute = full: held only from its rerun to its backward (shared below),
                      * under a split backward to its weight half (a bound, as rank_cost.c) */
-                    const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, ep) +
+                    const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, tp, ep) +
                                                                plait_cost_moe_acts_bytes(&m->moe, &s, tp)
-                                        : s.split ? plait_cost_held_bytes(&m->moe, &s, ep)
+                                        : s.split ? plait_cost_held_bytes(&m->moe, &s, tp, ep)
                                                   : 0;
                     r->act_bytes += live[c] * (kept + plait_cost_moe_split_bytes(&m->moe, &s, tp, ep) -
                                                plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
-                if (s.bf16) {
-                    r->weight_copy_numel += t->layer_copy[ly];
-                    r->master_numel += t->layer_master[ly];
-                    if (t->layer_copy[ly] > r->largest_copy_numel) r->largest_copy_numel = t->layer_copy[ly];
+                if (s.bf16) { /* the experts' E / ep where they run bf16 */
+                    const double x = plait_cost_experts_bf16(&m->moe, &s, tp) ? 1.0 / ep : 0;
+                    const double copy = t->layer_copy[ly] + x * t->layer_xcopy[ly];
+                    r->weight_copy_numel += copy;
+                    r->master_numel += t->layer_master[ly] + x * t->layer_xmaster[ly];
+                    if (copy > r->largest_copy_numel) r->largest_copy_numel = copy;
                 }
                 /* a tied copy counts where its original is not on the stage */
                 r->tensors += t->layer_tensors[ly];

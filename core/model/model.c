@@ -28,23 +28,30 @@ static int ends_with(const char *s, const char *tail) {
 
 /* The weights of every dense linear layer, and the biases of those whose
  * output is bf16 (a residual product adds its float32 bias to the float32
- * stream), found by name (model_desc.c's): a sparse block's router and
- * experts (mlp.router.*, mlp.experts.*, mlp.shared_experts.*) run float32
- * (moe_bf16.c) and read no copy. */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
+ * stream), found by name (model_desc.c's): a sparse block's router
+ * (mlp.router.*) runs float32 and reads no copy; its experts
+ * (mlp.experts.*, mlp.shared_experts.*: every weight and bias, their
+ * outputs all bf16) where they run bf16 (moe_experts_bf16.c). */
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int what) {
     if (gi < 0 || gi >= spec->n_params) return 0;
     const plait_param *p = &spec->params[gi];
-    const int block = p->layer >= 1 && p->layer <= spec->n_layer && !strstr(p->name, ".router.") &&
-                      !strstr(p->name, "experts.");
+    const int in_block = p->layer >= 1 && p->layer <= spec->n_layer;
+    if (in_block && strstr(p->name, "experts.")) return (what & PLAIT_BF16_COPY_EXPERTS) != 0;
+    const int block = in_block && !strstr(p->name, ".router.");
     if (strcmp(spec->arch, "llama") == 0) /* a block's projections, named *_proj.weight */
         return block && ends_with(p->name, "_proj.weight");
     if (strcmp(spec->arch, "gpt") != 0) return 0;
-    if (plait_tied_is_copy(p)) return head; /* lm_head */
+    if (plait_tied_is_copy(p)) return (what & PLAIT_BF16_COPY_HEAD) != 0; /* lm_head */
     static const char *const copied[] = {".attn.c_attn.weight", ".attn.c_attn.bias", ".attn.c_proj.weight",
                                          ".mlp.c_fc.weight",    ".mlp.c_fc.bias",    ".mlp.c_proj.weight"};
     for (size_t i = 0; block && i < sizeof copied / sizeof copied[0]; i++)
         if (ends_with(p->name, copied[i])) return 1;
     return 0;
+}
+
+int plait_model_moe_bf16(const plait_kernels *k, int llama, int64_t C, int64_t F) {
+    const int act = llama ? PLAIT_KERNELS_HAS_LLAMA_BF16(k) : PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k);
+    return PLAIT_KERNELS_HAS_MOE_BF16(k) && act && PLAIT_KERNELS_HAS_FROM_BF16(k) && C % 8 == 0 && F % 8 == 0;
 }
 
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
@@ -74,7 +81,9 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     size_t off = 0, most = 0;
     for (int32_t gi = 0, layer = -1; gi < d->spec.n_params; gi++) {
         if (!m->param[gi] || !m->local_layer[d->params[gi].layer] ||
-            !plait_model_bf16_copied(&d->spec, gi, m->bf16_head))
+            !plait_model_bf16_copied(&d->spec, gi,
+                                     (m->bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
+                                         (m->moe_bf16 ? PLAIT_BF16_COPY_EXPERTS : 0)))
             continue;
         if (m->wbf_per_layer && d->params[gi].layer != layer) off = 0, layer = d->params[gi].layer;
         if (base) m->wbf[gi] = base + off;
@@ -121,6 +130,8 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
 }
 
 int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
+
+int plait_model_experts_bf16(const plait_model *m) { return m->moe_bf16; }
 
 int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16_head ? m->head_rows : 0; }
 
@@ -518,6 +529,8 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     }
     m->residual_bf16 = args->residual_bf16 != 0;
     if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
+    m->moe_bf16 = m->bf16 && desc->moe.experts > 0 &&
+                  plait_model_moe_bf16(m->k, desc->is_llama, m->C, desc->moe.ffn / m->tp);
     /* parameters gathered for each layer and freed after (ZeRO-3): the
      * bf16 copy likewise, made while the layer runs */
     m->wbf_per_layer = args->params_gathered != 0;

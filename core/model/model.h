@@ -274,14 +274,28 @@ int plait_model_kernels_llama_bf16(const plait_kernels *k);
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
 /* 1 if, under bf16 activations, the products of the gpt model `spec` read
  * its global parameter gi from the bf16 copy: every dense block half's
- * linear layers' weights (not a sparse block's router and experts, which
- * run float32), the biases of the products whose output is bf16
- * (c_attn, c_fc), and the head's tied copy where the head runs in bf16
- * (`head`: no tensor parallelism, whose head is float32). Of a llama
- * model: every block's projections (its head is float32). The model keeps
- * each such local tensor, its numel rounded up to 8, in the copy
- * (plait_model_weight_copy_bytes). */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head);
+ * linear layers' weights (not a sparse block's router, which runs
+ * float32), the biases of the products whose output is bf16 (c_attn,
+ * c_fc), and the head's tied copy where the head runs in bf16 (`what`
+ * has PLAIT_BF16_COPY_HEAD: no tensor parallelism, whose head is
+ * float32). Of a llama model: every block's projections (its head is
+ * float32). A sparse block's experts and shared experts (every weight
+ * and bias) where `what` has PLAIT_BF16_COPY_EXPERTS (plait_model_moe_bf16),
+ * else none of them. The model keeps each such local tensor, its numel
+ * rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
+enum { PLAIT_BF16_COPY_HEAD = 1, PLAIT_BF16_COPY_EXPERTS = 2 };
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int what);
+/* 1 if, under bf16 activations, a sparse block's experts run in bf16
+ * (moe_experts_bf16.c): kernel table k has the mixture of experts' bf16
+ * entries (PLAIT_KERNELS_HAS_MOE_BF16) and the gpt or llama bf16 path's
+ * (gelu_forward_bf16, or swiglu_forward_bf16 and _backward_bf16), and
+ * n_embd C and an expert's local width F (moe_ffn_hidden / tp) are
+ * multiples of 8, so every expert's rows start 16-byte aligned. Else
+ * they run float32 between the bf16 blocks' rows (moe_bf16.c). */
+int plait_model_moe_bf16(const plait_kernels *k, int llama, int64_t C, int64_t F);
+/* 1 if model m's sparse blocks run their experts in bf16 (its bf16
+ * activations granted and plait_model_moe_bf16). */
+int plait_model_experts_bf16(const plait_model *m);
 /* The bf16 head's chunks (model_slots.c; gpt_bf16.c runs them): under bf16 activations the head
  * computes its logits `rows` rows at a time into the backward scratch,
  * after ln_f's output, where `room` floats follow it (the scratch's

@@ -286,6 +286,10 @@ struct plait_model {
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
      * float32, over the blocks' float32 residual stream */
     int bf16_head;
+    /* under bf16 a sparse block's experts run in bf16 too
+     * (plait_model_moe_bf16, moe_experts_bf16.c): their rows, hidden
+     * tensors and trades, and a bf16 copy of their weights */
+    int moe_bf16;
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
         /* llama (llama_bf16.c): SwiGLU's output gradient [BT,Fl], and one

@@ -88,7 +88,10 @@
  * SwiGLU's (llama: a, sa), live in buffers every block shares, and
  * plait_moe_act_rerun rebuilds them from the kept inputs before the
  * block's backward; floats of that buffer (device memory). */
-static size_t act_floats(const moe_dims *d) { return ((size_t)(d->N * d->k * d->F + d->N * d->SF) + 63) / 64 * 64; }
+static size_t act_floats(const moe_dims *d) {
+    const size_t n = (size_t)(d->N * d->k * d->F + d->N * d->SF);
+    return ((d->bf ? n / 2 : n) + 63) / 64 * 64; /* bf16 where d->bf (F a multiple of 8) */
+}
 
 /* Floats of one block's moe_acts (ints take a float's room); carved from
  * `base` into *a unless base is NULL. */
@@ -100,6 +103,9 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
         if (base) (ptr) = (type *)(void *)(base + at);                                                                 \
         at += (size_t)(n);                                                                                             \
     } while (0)
+    /* the experts' rows and hidden tensors: bf16 where d->bf (C and F
+     * multiples of 8, so each stays 16-byte aligned) */
+#define TAKE_ROWS(ptr, n) TAKE(ptr, float, d->bf ? (n) / 2 : (n))
     moe_acts z = {0};
     if (!a) a = &z;
     TAKE(a->logits, float, N *E);
@@ -111,18 +117,21 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     TAKE(a->gate, float, Nk);
     TAKE(a->row, int32_t, Nk);
     TAKE(a->tok, int32_t, Nk);
-    TAKE(a->x, float, Nk * d->C);
-    TAKE(a->y, float, Nk * d->C);
+    TAKE_ROWS(a->x, Nk * d->C);
+    TAKE_ROWS(a->y, Nk * d->C);
     const int llama = d->nt == MOE_LLAMA_TENSORS; /* under d->sel the activation's output is shared */
-    TAKE(a->h, float, Nk * d->F);
-    if (!d->sel || llama) TAKE(a->u, float, Nk * d->F);
-    if (!d->sel || !llama) TAKE(a->a, float, Nk * d->F);
+    const int gu = llama && d->bf;                /* gate|up side by side in h, no u */
+    TAKE_ROWS(a->h, (gu ? 2 : 1) * Nk * d->F);
+    if ((!d->sel || llama) && !gu) TAKE_ROWS(a->u, Nk * d->F);
+    if (!d->sel || !llama) TAKE_ROWS(a->a, Nk * d->F);
     if (d->SF > 0) {
-        TAKE(a->sh, float, N * d->SF);
-        if (!d->sel || llama) TAKE(a->su, float, N * d->SF);
-        if (!d->sel || !llama) TAKE(a->sa, float, N * d->SF);
-        TAKE(a->sy, float, N * d->C);
+        TAKE_ROWS(a->sh, (gu ? 2 : 1) * N * d->SF);
+        if ((!d->sel || llama) && !gu) TAKE_ROWS(a->su, N * d->SF);
+        if (!d->sel || !llama) TAKE_ROWS(a->sa, N * d->SF);
+        TAKE_ROWS(a->sy, N * d->C);
+        if (d->bf) TAKE_ROWS(a->sx, N * d->C);
     }
+#undef TAKE_ROWS
 #undef TAKE
     return (at + 63) / 64 * 64; /* each block's part 256-byte aligned */
 }
@@ -195,7 +204,8 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
                 at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
                 if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
                 x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
-                float *act = d.sel ? m->moe_rc + d.N * d.k * d.F : NULL; /* the routed experts', then the shared */
+                /* the routed experts', then the shared */
+                float *act = d.sel ? plait_moe_at(&d, m->moe_rc, d.N * d.k * d.F) : NULL;
                 if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
                 else if (d.sel) x->u = m->moe_rc, x->su = d.SF > 0 ? act : NULL;
             }
@@ -208,7 +218,8 @@ static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
     const moe_dims d = plait_moe_dims(m);
     const int64_t wide = d.N * d.k * d.F > d.N * d.SF ? d.N * d.k * d.F : d.N * d.SF;
     const int64_t grads = m->ep > 1 ? m->ep * plait_moe_ep_grad_floats(m, &d) : 0;
-    const size_t floats = (size_t)(2 * d.N * d.k + 3 * wide + 3 * d.N * d.k * d.C + d.N * d.E + grads);
+    const int64_t gu_dx = d.bf && d.nt == MOE_LLAMA_TENSORS ? d.N * d.k * d.C : 0;
+    const size_t floats = (size_t)(2 * d.N * d.k + 3 * wide + 3 * d.N * d.k * d.C + d.N * d.E + grads + gu_dx);
     if (!m->moe_scratch) {
         m->moe_scratch = plait_device_alloc(floats * sizeof(float), "activations");
         if (!m->moe_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the experts' backward scratch");
@@ -225,6 +236,9 @@ static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
     sc->dx2 = sc->dx + d.N * d.k * d.C;
     sc->dlogits = sc->dx2 + d.N * d.k * d.C;
     sc->grads = m->ep > 1 ? sc->dlogits + d.N * d.E : NULL;
+    sc->gu_dx = gu_dx ? sc->dlogits + d.N * d.E + grads : NULL;
+    sc->dyb = MOE_BF(sc->dy); /* where d.bf: dy's room holds both */
+    sc->dxb = sc->dyb + d.N * d.k * d.C;
     return PLAIT_OK;
 }
 
@@ -286,6 +300,14 @@ static plait_status read_routes(plait_model *m, const moe_dims *d, moe_acts *a, 
     return PLAIT_OK;
 }
 
+/* out = res + the shared experts' output + each token's routes by
+ * expert index (the experts' rows bf16 where d->bf, the sum float32). */
+static void combine(plait_model *m, const moe_dims *d, const moe_acts *a, float *out, const float *res) {
+    const float *sy = d->SF > 0 ? a->sy : NULL;
+    if (d->bf) m->k->moe_unpermute_bf16(out, res, MOE_BF(sy), MOE_BF(a->y), a->row, a->gate, d->N, d->k, d->C);
+    else m->k->moe_unpermute(out, res, sy, a->y, a->row, a->gate, d->N, d->k, d->C);
+}
+
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
                                float *out) {
     const moe_dims d = plait_moe_dims(m);
@@ -300,27 +322,30 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
     const int64_t cap = cf > 0 ? (int64_t)ceil(cf * (double)(N * k) / (double)d.E) : N * k;
     m->k->matmul_forward(a->logits, ln, t[MOE_ROUTER], NULL, N, C, d.E);
     m->k->moe_route(a->scores, a->lse, a->idx, a->gate, a->logits, t[MOE_BIAS], N, d.E, k, m->desc->moe.sigmoid);
-    m->k->moe_permute(a->row, a->tok, a->off, a->routed, a->x, a->idx, ln, N, d.E, k, C, cap);
+    if (d.bf) m->k->moe_permute_bf16(a->row, a->tok, a->off, a->routed, MOE_BF(a->x), a->idx, ln, N, d.E, k, C, cap);
+    else m->k->moe_permute(a->row, a->tok, a->off, a->routed, a->x, a->idx, ln, N, d.E, k, C, cap);
     int64_t dropped = 0;
     if ((st = read_routes(m, &d, a, layer, &dropped)) != PLAIT_OK) return st;
-    if (m->ep == 1) plait_moe_group_forward(m, &d, t, a->hoff, a->x, a->h, a->u, a->a, a->y);
-    if (m->ep > 1 && (st = plait_moe_ep_forward(m, s, layer, &d, a, t, ln)) != PLAIT_OK) return st;
-    if (d.SF > 0 && m->ep == 1) {
-        const mlp_w w = plait_moe_expert_w(&d, t, -1);
-        plait_moe_mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
+    if (m->ep == 1 && d.bf) {
+        const mlp_wbf w = plait_moe_bf16_w(m, &d, layer, 0);
+        plait_moe_bf16_group_forward(m, &d, &w, a->hoff, d.E, d.F, a->x, a->h, a->u, a->a, a->y);
+    } else if (m->ep == 1) {
+        plait_moe_group_forward(m, &d, t, a->hoff, a->x, a->h, a->u, a->a, a->y);
     }
+    if (m->ep > 1 && (st = plait_moe_ep_forward(m, s, layer, &d, a, t, ln)) != PLAIT_OK) return st;
+    if (d.SF > 0 && m->ep == 1) plait_moe_shared_forward(m, &d, layer, t, a, ln);
     if (m->moe_rerun) return PLAIT_OK;         /* the backward reads the experts' outputs, not the block's */
     if (keeps_none(m)) plait_moe_held_drop(m, s, layer); /* the rerun trades the rows again */
     /* the combine: residual, shared experts, then the k routes by expert
      * index; under tp the partial sums over a zero residual, the residual
      * added after their sum */
     if (!m->tp_ops) {
-        m->k->moe_unpermute(out, res, d.SF > 0 ? a->sy : NULL, a->y, a->row, a->gate, N, k, C);
+        combine(m, &d, a, out, res);
         return PLAIT_OK;
     }
     float *acc = plait_tp_partial(m, out);
     m->k->zero(acc, (size_t)(N * C));
-    m->k->moe_unpermute(acc, acc, d.SF > 0 ? a->sy : NULL, a->y, a->row, a->gate, N, k, C);
+    combine(m, &d, a, acc, acc);
     if ((st = plait_tp_sum(m, acc, out, "after the experts", layer)) != PLAIT_OK) return st;
     m->k->axpy(out, res, (size_t)(m->R * C), 1.0f);
     return PLAIT_OK;
@@ -371,6 +396,25 @@ static plait_status moe_weight(plait_model *m, model_slot *s, const moe_acts *a,
     return PLAIT_OK;
 }
 
+/* The shared experts' backward from dy [N,C] (float32), their input
+ * gradient into dln (overwritten): in bf16 where d->bf, from dy rounded
+ * into sc->dyb, the input gradient widened from sc->dxb (free until the
+ * routes' gradients fill them). */
+static void shared_backward(plait_model *m, const moe_dims *d, int32_t layer, float *const *t, float *const *g,
+                            const moe_acts *a, const float *ln, const float *dy, float *dln, const moe_scratch *sc) {
+    const mlp_w gw = plait_moe_expert_w(d, g, -1);
+    if (!d->bf) {
+        const mlp_w w = plait_moe_expert_w(d, t, -1);
+        plait_moe_mlp_backward(m, d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, d->N, d->SF, sc);
+        return;
+    }
+    const int32_t off[2] = {0, (int32_t)d->N};
+    const mlp_wbf w = plait_moe_bf16_w(m, d, layer, -1);
+    m->k->to_bf16(sc->dyb, dy, (size_t)(d->N * d->C));
+    plait_moe_bf16_group_backward(m, d, &w, &gw, off, 1, d->SF, a->sx, a->sh, a->su, a->sa, sc->dyb, sc->dxb, sc);
+    m->k->from_bf16(dln, sc->dxb, (size_t)(d->N * d->C));
+}
+
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy_rows,
                                 float *dln, bwd_part part) {
     const moe_dims d = plait_moe_dims(m);
@@ -400,21 +444,29 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (st != PLAIT_OK) return st;
     if (!one) m->k->copy(a->kdy, dy, (size_t)(N * C));
     /* the shared experts see dy whole; their input gradient starts dln */
-    if (d.SF > 0) {
-        const mlp_w w = plait_moe_expert_w(&d, t, -1), gw = one ? plait_moe_expert_w(&d, g, -1) : (mlp_w){0};
+    if (d.SF > 0 && one) shared_backward(m, &d, layer, t, g, a, ln, dy, dln, &sc);
+    else if (d.SF > 0) { /* the input half (float32 experts: the model refuses a split backward with bf16 ones) */
+        const mlp_w w = plait_moe_expert_w(&d, t, -1), gw = {0};
         plait_moe_mlp_backward(m, &d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, N, d.SF, &sc);
-        if (!one) m->k->copy(a->ksd2, sc.d2, (size_t)(N * d.SF));
-        if (!one && a->ksd3) m->k->copy(a->ksd3, sc.d3, (size_t)(N * d.SF));
+        m->k->copy(a->ksd2, sc.d2, (size_t)(N * d.SF));
+        if (a->ksd3) m->k->copy(a->ksd3, sc.d3, (size_t)(N * d.SF));
     } else m->k->zero(dln, (size_t)(N * C));
     /* each route's output gradient (gate × dy) in its row, the gate's
      * (dy · its output), then the router's logits' */
     const moe_desc *md = &m->desc->moe;
-    m->k->moe_unpermute_backward(sc.dy, sc.dgate, dy, a->y, a->row, a->gate, N, k, C);
+    if (d.bf) m->k->moe_unpermute_backward_bf16(sc.dyb, sc.dgate, dy, MOE_BF(a->y), a->row, a->gate, N, k, C);
+    else m->k->moe_unpermute_backward(sc.dy, sc.dgate, dy, a->y, a->row, a->gate, N, k, C);
     if (m->tp_ops && (st = gate_grads_tp(m, &d, sc.dgate, sc.dlogits, layer)) != PLAIT_OK) return st;
     m->k->moe_route_backward(sc.dlogits, sc.dgate, a->logits, a->scores, a->lse, a->idx, a->gate, a->routed, N, d.E, k,
                              md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
     if (!one) m->k->copy(a->kdlogits, sc.dlogits, (size_t)(N * d.E));
-    if (m->ep == 1) plait_moe_group_backward(m, &d, t, g, a->hoff, a, &sc);
+    if (m->ep == 1 && d.bf) {
+        const mlp_wbf w = plait_moe_bf16_w(m, &d, layer, 0);
+        const mlp_w gw = plait_moe_expert_w(&d, g, 0);
+        plait_moe_bf16_group_backward(m, &d, &w, &gw, a->hoff, d.E, d.F, a->x, a->h, a->u, a->a, sc.dyb, sc.dxb, &sc);
+    } else if (m->ep == 1) {
+        plait_moe_group_backward(m, &d, t, g, a->hoff, a, &sc);
+    }
     if (!one && m->ep == 1) { /* the rows' output gradients at each product (at ep > 1 their holder's) */
         const int64_t rows = a->hoff[d.E];
         m->k->copy(a->krdy, sc.dy, (size_t)(rows * C));
@@ -424,7 +476,8 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc, part)) != PLAIT_OK) return st;
     if (keeps_none(m) && one) plait_moe_held_drop(m, s, layer); /* split: the weight half drops them */
     /* un-permute: each token's routes added in the order of expert index */
-    m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
+    if (d.bf) m->k->moe_permute_backward_bf16(dln, sc.dxb, a->row, N, k, C);
+    else m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
     /* the router: its input's gradient (and in one pass its weight's), added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
@@ -440,9 +493,11 @@ plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer) {
                                plait_model_layer_name(m, layer));
     /* the forward's own calls over the same spans (plait_moe_mlp_forward,
      * plait_moe_group_forward): the same bits */
-    plait_moe_act_forward(m, &d, a->sh, a->su, a->sa, d.N * d.SF);
+    if (d.bf) plait_moe_bf16_act(m, &d, a->sh, a->su, a->sa, d.N, d.SF);
+    else plait_moe_act_forward(m, &d, a->sh, a->su, a->sa, d.N * d.SF);
     if (m->ep > 1) return plait_moe_ep_act_rerun(m, s, layer, &d);
-    plait_moe_act_forward(m, &d, a->h, a->u, a->a, a->hoff[d.E] * d.F);
+    if (d.bf) plait_moe_bf16_act(m, &d, a->h, a->u, a->a, a->hoff[d.E], d.F);
+    else plait_moe_act_forward(m, &d, a->h, a->u, a->a, a->hoff[d.E] * d.F);
     return PLAIT_OK;
 }
 

@@ -4,7 +4,12 @@
  * (gpt_bf16.c, llama_bf16.c), and the sparse half between the float32
  * residual stream's rows as the float32 model runs it: its norm (ln_2,
  * or the llama arch's post_attention_layernorm) in float32, the router,
- * its logits and gates and the experts in float32 (moe.c). The boundary
+ * its logits and gates in float32 (moe.c), as Megatron-Core keeps them;
+ * the experts' permuted rows, hidden tensors and outputs (and the rows
+ * the ep group trades and holds) in bf16 where the device's kernels have
+ * the experts' bf16 entries (plait_model.moe_bf16, moe_experts_bf16.c:
+ * the dispatch rounds the norm's float32 rows, the combine adds the bf16
+ * outputs into the float32 stream), else float32. The boundary
  * needs no conversion: the half reads res2 and writes the next block's
  * input, both float32 in either model, and its backward reads and writes
  * their float32 gradients (the bf16 copy of a gradient that sb.dres may

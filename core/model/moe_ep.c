@@ -18,7 +18,10 @@
  *
  * The trades move the rows from and into the device's memory (the counts,
  * host memory, by the all-to-all), so ep > 1 runs on any device with the
- * MoE entries.
+ * MoE entries. Where the experts run bf16 (moe_dims.bf) the rows travel
+ * and are held in bf16, half the bytes, and the holder runs each source's
+ * rows as one grouped bf16 product over its local experts (each expert's
+ * product the one that source runs at ep 1: the same bits).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +43,7 @@ typedef struct moe_held {
     size_t bytes;      /* host and device, counted in the slot's moe_held_bytes */
     int64_t rows, cap; /* rows held now; rows the device block has room for */
     int32_t *cnt;      /* [ep·El] host memory */
-    /* in the slot's moe_held_dev block: */
+    /* in the slot's moe_held_dev block (bf16 where moe_dims.bf, as moe_acts'): */
     float *x, *y;     /* [rows,C] inputs, outputs */
     float *h, *u, *a; /* [rows,F] as moe_acts' */
 } moe_held;
@@ -81,22 +84,28 @@ static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts
  * waits (the nccl plugin, plugins/comm/nccl/README.md) runs the trade as
  * one group, each send beside the receive its peer posted with it. */
 static plait_status ep_post(plait_model *m, const ep_ranges *r, int swap, const float *src, float *dst, int64_t width,
-                            plait_request **req) {
+                            int bf, plait_request **req) {
     const int64_t *sat = swap ? r->recv_at : r->send_at, *sn = swap ? r->recv_n : r->send_n;
     const int64_t *rat = swap ? r->send_at : r->recv_at, *rn = swap ? r->send_n : r->recv_n;
     plait_status st = PLAIT_OK;
     const uint32_t tag = 0x4d6f45u; /* "MoE": the only point-to-point on ep_comm */
     const plait_mem_kind kind = plait_device_mem_kind();
+    /* bf: bf16 rows, half the bytes on the wire; the own rows copied as
+     * floats (width, a multiple of 8, is even) */
+    const moe_dims d = {.bf = bf};
+    const plait_dtype dt = bf ? PLAIT_BF16 : PLAIT_F32;
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++)
         if (q != m->ep_rank && rn[q] > 0)
-            st = plait_comm_p2p_after(m->ep_comm, 0, dst + rat[q] * width, (size_t)(rn[q] * width), PLAIT_F32, q, tag,
-                                      kind, NULL, &req[q]);
+            st = plait_comm_p2p_after(m->ep_comm, 0, plait_moe_at(&d, dst, rat[q] * width), (size_t)(rn[q] * width), dt,
+                                      q, tag, kind, NULL, &req[q]);
     for (int p = 0; p < m->ep && st == PLAIT_OK; p++)
         if (p != m->ep_rank && sn[p] > 0)
-            st = plait_comm_p2p_after(m->ep_comm, 1, src + sat[p] * width, (size_t)(sn[p] * width), PLAIT_F32, p, tag,
-                                      kind, NULL, &req[m->ep + p]);
-    if (st == PLAIT_OK && sn[m->ep_rank] > 0)
-        m->k->copy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width, (size_t)(sn[m->ep_rank] * width));
+            st = plait_comm_p2p_after(m->ep_comm, 1, plait_moe_at(&d, (float *)src, sat[p] * width),
+                                      (size_t)(sn[p] * width), dt, p, tag, kind, NULL, &req[m->ep + p]);
+    const int64_t own = sn[m->ep_rank] * width;
+    if (st == PLAIT_OK && own > 0)
+        m->k->copy(plait_moe_at(&d, dst, rat[m->ep_rank] * width),
+                   plait_moe_at(&d, (float *)src, sat[m->ep_rank] * width), (size_t)(bf ? own / 2 : own));
     return st;
 }
 
@@ -114,9 +123,9 @@ static plait_status ep_wait(plait_model *m, int32_t layer, plait_request **req, 
 }
 
 static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, int swap, const float *src, float *dst,
-                             int64_t width, const char *what) {
+                             int64_t width, int bf, const char *what) {
     plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
-    return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
+    return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, bf, req), what);
 }
 
 /* A device buffer every sparse block shares, grown to `need` floats (at
@@ -139,7 +148,8 @@ static plait_status shared_grow(plait_model *m, float **buf, size_t *floats, siz
  * shares, grown to the largest block's rows (its contents are rebuilt
  * before each block's backward, so growing need not keep them). */
 static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
-    plait_status st = shared_grow(m, &m->moe_held_act, &m->moe_held_act_floats, (size_t)(h->rows * d->F),
+    const size_t n = (size_t)(h->rows * d->F);
+    plait_status st = shared_grow(m, &m->moe_held_act, &m->moe_held_act_floats, d->bf ? n / 2 : n,
                                   "the held experts' activations");
     if (st != PLAIT_OK) return st;
     if (d->nt == MOE_LLAMA_TENSORS) {
@@ -212,7 +222,10 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         s->moe_held_bytes += h->bytes;
         m->act_bytes += h->bytes;
     }
-    const int64_t width = held_width(d);
+    /* x, y and h, u, a (d->sel: held_act), under a split backward the kept
+     * output gradients too (held_kept_of); bf16 where d->bf (never split),
+     * the llama arch's h and u one [rows,2F] gate|up */
+    const int64_t width = held_width(d) / (d->bf ? 2 : 1);
     float **dev = &s->moe_held_dev[layer - 1];
     if (!*dev || h->cap < rows) {
         const size_t bytes = (size_t)((rows > 0 ? rows : 1) * width) * sizeof(float);
@@ -230,12 +243,32 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     }
     h->rows = rows;
     h->x = *dev;
-    h->y = h->x + rows * d->C;
-    h->h = h->y + rows * d->C;
-    h->u = h->h + rows * d->F;
-    h->a = h->u + rows * d->F;
+    h->y = plait_moe_at(d, h->x, rows * d->C);
+    h->h = plait_moe_at(d, h->y, rows * d->C);
+    h->u = plait_moe_at(d, h->h, rows * d->F);
+    h->a = plait_moe_at(d, h->u, rows * d->F);
     *out = h;
     return d->sel ? held_act(m, d, h) : PLAIT_OK;
+}
+
+/* A source's row offsets of its El local experts' rows (host memory). */
+static void source_offsets(const int32_t *cnt, int64_t El, int32_t *off) {
+    off[0] = 0;
+    for (int64_t le = 0; le < El; le++) off[le + 1] = off[le] + cnt[le];
+}
+
+/* The held rows from row `at` on (bf16 where d->bf, the llama arch's h
+ * then [.,2F]). */
+typedef struct held_rows {
+    float *x, *y, *h, *u, *a;
+} held_rows;
+static held_rows held_rows_at(const moe_dims *d, const moe_held *h, int64_t at) {
+    const int gu = d->bf && d->nt == MOE_LLAMA_TENSORS;
+    return (held_rows){.x = plait_moe_at(d, h->x, at * d->C),
+                       .y = plait_moe_at(d, h->y, at * d->C),
+                       .h = plait_moe_at(d, h->h, at * d->F * (gu ? 2 : 1)),
+                       .u = plait_moe_at(d, h->u, at * d->F),
+                       .a = plait_moe_at(d, h->a, at * d->F)};
 }
 
 /* The forward's experts at ep > 1: dispatch, each (source, local expert)
@@ -261,14 +294,19 @@ plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, 
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
     plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
-    st = ep_post(m, &r, 0, a->x, h->x, C, req);
-    if (st == PLAIT_OK && d->SF > 0) {
-        const mlp_w w = plait_moe_expert_w(d, t, -1);
-        plait_moe_mlp_forward(m, d, &w, ln, a->sh, a->su, a->sa, a->sy, d->N, d->SF);
-    }
+    st = ep_post(m, &r, 0, a->x, h->x, C, d->bf, req);
+    if (st == PLAIT_OK && d->SF > 0) plait_moe_shared_forward(m, d, layer, t, a, ln);
     if ((st = ep_wait(m, layer, req, st, "the dispatch")) != PLAIT_OK) return st;
     int64_t at = 0;
-    for (int q = 0; q < m->ep; q++)
+    for (int q = 0; q < m->ep && d->bf; q++) { /* one grouped product a source over its rows of each local expert */
+        int32_t off[4097];
+        source_offsets(h->cnt + q * El, El, off);
+        const mlp_wbf w = plait_moe_bf16_w(m, d, layer, 0);
+        held_rows hr = held_rows_at(d, h, at);
+        plait_moe_bf16_group_forward(m, d, &w, off, El, F, hr.x, hr.h, hr.u, hr.a, hr.y);
+        at += off[El];
+    }
+    for (int q = 0; q < m->ep && !d->bf; q++)
         for (int64_t le = 0; le < El; le++) {
             const mlp_w w = plait_moe_expert_w(d, t, le);
             const int64_t n = h->cnt[q * El + le];
@@ -276,7 +314,7 @@ plait_status plait_moe_ep_forward(plait_model *m, model_slot *s, int32_t layer, 
                                   n, F);
             at += n;
         }
-    return ep_trade(m, layer, &r, 1, h->y, a->y, C, "the combine");
+    return ep_trade(m, layer, &r, 1, h->y, a->y, C, d->bf, "the combine");
 }
 
 /* Floats of one expert's tensors (the stacked tensors' slices). */
@@ -341,19 +379,30 @@ plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer,
     }
     /* the held rows' output and input gradients [rows,C] each: live only
      * in this call, so one buffer every block shares */
-    plait_status st = shared_grow(m, &m->moe_held_grads, &m->moe_held_grads_floats, (size_t)(2 * h->rows * C),
-                                  "the held experts' rows' gradients");
+    plait_status st = shared_grow(m, &m->moe_held_grads, &m->moe_held_grads_floats,
+                                  (size_t)((d->bf ? 1 : 2) * h->rows * C), "the held experts' rows' gradients");
     if (st != PLAIT_OK) return st;
-    float *dy = m->moe_held_grads, *dx = dy + h->rows * C;
+    float *dy = m->moe_held_grads, *dx = plait_moe_at(d, dy, h->rows * C);
     const int one = part == BWD_ALL;
     if (one) m->k->zero(gs, (size_t)(m->ep * G));
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
-    st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
+    st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, d->bf, "the output gradients' dispatch");
     if (st == PLAIT_OK && !one) m->k->copy(kept.dy, dy, (size_t)(h->rows * C));
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
         float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
         for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
+        if (d->bf) { /* one grouped product a source, as the forward's (never split: the model refuses it) */
+            int32_t off[4097];
+            source_offsets(h->cnt + q * El, El, off);
+            const mlp_wbf w = plait_moe_bf16_w(m, d, layer, 0);
+            const mlp_w gw = plait_moe_expert_w(d, gq, 0);
+            held_rows hr = held_rows_at(d, h, at);
+            plait_moe_bf16_group_backward(m, d, &w, &gw, off, El, F, hr.x, hr.h, hr.u, hr.a, MOE_BF(dy) + at * C,
+                                          MOE_BF(dx) + at * C, sc);
+            at += off[El];
+            continue;
+        }
         for (int64_t le = 0; le < El; le++) {
             /* the input half: no gradient written, the first product's
              * output gradients kept for the weight half */
@@ -367,7 +416,8 @@ plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer,
         }
     }
     if (st == PLAIT_OK && one) sources_sum(m, d, gs, G, parts, g);
-    if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, sc->dx, C, "the input gradients' combine");
+    float *into = d->bf ? (float *)(void *)sc->dxb : sc->dx;
+    if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, into, C, d->bf, "the input gradients' combine");
     return st;
 }
 
@@ -377,12 +427,14 @@ plait_status plait_moe_ep_act_rerun(plait_model *m, model_slot *s, int32_t layer
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: recompute of %s's experts before their forward",
                                plait_model_layer_name(m, layer));
     /* the shared device buffer another block may have moved */
-    h->u = d->nt == MOE_LLAMA_TENSORS ? h->u : h->h + h->rows * d->F; /* held_act's layout, again */
+    h->u = d->nt == MOE_LLAMA_TENSORS ? h->u : plait_moe_at(d, h->h, h->rows * d->F); /* held_act's layout, again */
     plait_status st = held_act(m, d, h);
     const int64_t El = d->E / m->ep, F = d->F;
     int64_t at = 0;
     for (int64_t i = 0; st == PLAIT_OK && i < m->ep * El; i++) {
-        plait_moe_act_forward(m, d, h->h + at * F, h->u + at * F, h->a + at * F, h->cnt[i] * F);
+        const held_rows hr = held_rows_at(d, h, at);
+        if (d->bf) plait_moe_bf16_act(m, d, hr.h, hr.u, hr.a, h->cnt[i], F);
+        else plait_moe_act_forward(m, d, hr.h, hr.u, hr.a, h->cnt[i] * F);
         at += h->cnt[i];
     }
     return st;

@@ -41,6 +41,9 @@ typedef struct moe_acts {
     float *krdy;        /* [N·k,C] each permuted row's output gradient (c_proj, down) */
     float *krd2, *krd3; /* [N·k,F] c_fc's through the GELU (gpt); gate's and up's (llama) */
     float *ksd2, *ksd3; /* [N,SF] the same for the shared experts */
+    float *sx;          /* moe_dims.bf: [N,C] the shared experts' input, the norm's output in bf16 */
+    /* moe_dims.bf: x .. sy hold bf16 (MOE_BF), and the llama arch's h
+     * holds gate|up side by side, [N·k,2F] (sh: [N,2SF]), u and su unused */
 } moe_acts;
 
 typedef struct moe_dims {
@@ -48,7 +51,18 @@ typedef struct moe_dims {
     int nt;  /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
     int sel; /* recompute = selective: the activation function's outputs shared (drops_act) */
     int split; /* the backward runs in two halves: moe_acts' k* fields kept */
+    int bf;    /* the experts run bf16 (plait_model.moe_bf16): their rows and hidden tensors bf16 */
 } moe_dims;
+
+/* The bf16 values a float pointer of moe_acts, moe_scratch or the held
+ * rows stands for where moe_dims.bf: those buffers are carved in floats
+ * and hold bf16 when the experts run bf16, each 16-byte aligned. */
+#define MOE_BF(p) ((plait_bf16 *)(void *)(p))
+
+/* p advanced by n elements: floats, or bf16 values where d->bf. */
+static inline float *plait_moe_at(const moe_dims *d, float *p, int64_t n) {
+    return d->bf ? (float *)(void *)(MOE_BF(p) + n) : p + n;
+}
 
 /* The sizes of this rank's sparse blocks (every one has the same). */
 static inline moe_dims plait_moe_dims(const plait_model *m) {
@@ -61,7 +75,8 @@ static inline moe_dims plait_moe_dims(const plait_model *m) {
                       .SF = (int64_t)md->shared * md->ffn / m->tp,
                       .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS,
                       .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE,
-                      .split = m->split};
+                      .split = m->split,
+                      .bf = m->moe_bf16};
 }
 
 /* The backward's scratch, shared by every sparse block and slot. */
@@ -71,6 +86,12 @@ typedef struct moe_scratch {
     float *dy, *dx, *dx2; /* [N·k,C] */
     float *dlogits;       /* [N,E] */
     float *grads;         /* at ep > 1: each ep source's gradients of this rank's experts, [ep][ep_grad_floats] */
+    /* where moe_dims.bf: the rows' output and input gradients in bf16 in
+     * dy's room, each [N·k,C]; dx and dx2 float32 room for an llama
+     * expert's gate and up input gradients summed; gu_dx [N·k,C] floats
+     * of room for those two in bf16 (NULL for the gpt arch) */
+    plait_bf16 *dyb, *dxb;
+    float *gu_dx;
 } moe_scratch;
 
 /* An MLP's weights (or their gradients): gpt w1/b1 = c_fc, w2/b2 = c_proj;
@@ -113,6 +134,41 @@ void plait_moe_group_backward(plait_model *m, const moe_dims *d, float *const *t
 /* Their weight half (split backward): the experts' gradients into g from
  * the rows' output gradients the input half kept (a->krdy, krd2, krd3). */
 void plait_moe_group_weight(plait_model *m, const moe_dims *d, float *const *g, const int32_t *off, const moe_acts *a);
+
+/* ---- moe_experts_bf16.c: the same on bf16 rows (moe_dims.bf) ------------- */
+
+/* An MLP's bf16 weight copies (model.c's), stacked over E experts as t's
+ * tensors are, from the first expert of the set: gpt w[0..3] = c_fc w,
+ * c_fc b, c_proj w, c_proj b; llama w[0..2] = gate, up, down. */
+typedef struct mlp_wbf {
+    const plait_bf16 *w[MOE_GPT_TENSORS];
+} mlp_wbf;
+/* The bf16 copies of block `layer`'s routed experts (e0 = 0, or a local
+ * expert of the ep group) from expert e0, or its shared experts (e0 = -1). */
+mlp_wbf plait_moe_bf16_w(const plait_model *m, const moe_dims *d, int32_t layer, int64_t e0);
+/* The activation over rows of width F (bf16): gpt u = GELU(h), llama a =
+ * SwiGLU of h's gate|up; the one call the forward and the selective
+ * rerun make. */
+void plait_moe_bf16_act(plait_model *m, const moe_dims *d, const float *h, float *u, float *a, int64_t rows, int64_t F);
+/* The MLPs of E experts of width F over their rows x [off[E],C] (off:
+ * host memory), bf16 in and out, keeping h, u, a as moe_acts' (bf16); the
+ * shared experts are E = 1 over every token. */
+void plait_moe_bf16_group_forward(plait_model *m, const moe_dims *d, const mlp_wbf *w, const int32_t *off, int64_t E,
+                                  int64_t F, const float *x, float *h, float *u, float *a, float *y);
+/* Their backward: dx [off[E],C] (bf16, overwritten) from dy (bf16), the
+ * weights' float32 gradients added to g's slices of the same experts
+ * (g: an mlp_w of expert 0 of the set, stacked). Uses sc's d1, d2, dx,
+ * dx2 and gu_dx, so dy and dx lie elsewhere. */
+void plait_moe_bf16_group_backward(plait_model *m, const moe_dims *d, const mlp_wbf *w, const mlp_w *g,
+                                   const int32_t *off, int64_t E, int64_t F, const float *x, const float *h,
+                                   const float *u, const float *a, const plait_bf16 *dy, plait_bf16 *dx,
+                                   const moe_scratch *sc);
+
+/* The shared experts' forward over every token of `ln` (float32 [N,C])
+ * into a's sh .. sy: moe_experts.c's MLP, or where d->bf the bf16 one
+ * from ln rounded into a->sx. */
+void plait_moe_shared_forward(plait_model *m, const moe_dims *d, int32_t layer, float *const *t, moe_acts *a,
+                              const float *ln);
 
 /* ---- moe_ep.c: expert parallelism (ep > 1) ---------------------------------- */
 

@@ -72,10 +72,13 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     if (run->model.instance && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16) {
         const int64_t rows = plait_model_head_chunk_rows(run->model.instance),
                       all = run->work.batch.micro_batch * run->model.block_size;
-        /* a sparse block's MLP half runs float32 (core/model/moe_bf16.c) */
-        const char *sparse = plait_config_int(run->cfg, "model", "moe_experts") > 0
-                                 ? ", the sparse blocks' norms, routers and experts"
-                                 : "";
+        /* a sparse block's norm and router run float32, its experts bf16
+         * where the device's kernels have their bf16 entries
+         * (core/model/moe_bf16.c, moe_experts_bf16.c) */
+        const char *sparse = plait_config_int(run->cfg, "model", "moe_experts") <= 0 ? ""
+                             : plait_model_experts_bf16(run->model.instance)
+                                 ? ", the sparse blocks' norms and routers"
+                                 : ", the sparse blocks' norms, routers and experts";
         if (plait_model_bf16_activations(run->model.instance) && rows > 0)
             printf("plait: activations bf16 (what the products read and write; the residual stream%s, parameters "
                    "and gradients float32); the head's logits %" PRId64 " rows at a time (%" PRId64 " chunks)\n",

@@ -123,6 +123,10 @@ extern const size_t kc_moe_count;
  * run in bf16 mode against kref_bf16.h's references. */
 extern const kc_named kc_llama_bf16_cases[];
 extern const size_t kc_llama_bf16_count;
+/* The mixture of experts' bf16-activation forms' cases (ABI 1.29,
+ * cases_moe.c), run in bf16 mode against kref_bf16.h's references. */
+extern const kc_named kc_moe_bf16_cases[];
+extern const size_t kc_moe_bf16_count;
 
 /* Run `fn` as above; returns the number of failures (printed). */
 int kc_run(const char *name, kc_case_fn fn, const plait_kernels *cpu, const plait_kernels *gpu,

@@ -264,6 +264,81 @@ static void r_ring_attention_backward(float *dqkv, float *dkv, const plait_bf16 
                                   widen(3, dout, n), widen(4, out, n), lse, B, T, NH, NKV, HS, blk);
 }
 
+/* ---- the mixture of experts' (ABI 1.29) ---- */
+
+/* Rows the permuted buffers hold: one past the largest row a route names. */
+static int64_t routed_rows(const int32_t *row, int64_t N, int64_t k) {
+    int64_t rows = 0;
+    for (int64_t r = 0; r < N * k; r++)
+        if (row[r] + 1 > rows) rows = row[r] + 1;
+    return rows;
+}
+
+static void r_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x, const int32_t *idx,
+                          const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+    float *xf = scratch(0, (size_t)(N * k * C));
+    g_f32.moe_permute(row, tok, off, routed, xf, idx, inp, N, E, k, C, capacity);
+    round_into(x, xf, (size_t)(off[E] * C));
+}
+
+static void r_moe_unpermute(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                            const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    const size_t rows = (size_t)routed_rows(row, N, k);
+    g_f32.moe_unpermute(out, res, widen(5, shared, (size_t)(N * C)), widen(1, y, rows * (size_t)C), row, gate, N, k, C);
+}
+
+static void r_moe_unpermute_backward(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                     const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    const size_t rows = (size_t)routed_rows(row, N, k);
+    float *d = scratch(0, rows * (size_t)C);
+    g_f32.moe_unpermute_backward(d, dgate, dout, widen(1, y, rows * (size_t)C), row, gate, N, k, C);
+    round_into(dy_rows, d, rows * (size_t)C);
+}
+
+static void r_moe_permute_backward(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                   int64_t C) {
+    const size_t rows = (size_t)routed_rows(row, N, k);
+    g_f32.moe_permute_backward(dinp, widen(1, dx, rows * (size_t)C), row, N, k, C);
+}
+
+/* rows of `width` bf16 values `ld` apart, widened and packed */
+static float *widen_strided(int slot, const plait_bf16 *h, int64_t rows, int64_t width, int64_t ld) {
+    float *f = scratch(slot, (size_t)(rows * width));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < width; i++) f[r * width + i] = kref_float_of(h[r * ld + i]);
+    return f;
+}
+
+static void r_moe_matmul_forward(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                 const plait_bf16 *bias, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    const int64_t rows = off[E];
+    float *o = scratch(0, (size_t)(rows * OC));
+    g_f32.moe_matmul_forward(o, widen(1, inp, (size_t)(rows * C)), widen(2, weight, (size_t)(E * OC * C)),
+                             widen(3, bias, (size_t)(E * OC)), off, E, C, OC);
+    for (int64_t r = 0; r < rows; r++) round_into(out + r * ldo, o + r * OC, (size_t)OC);
+}
+
+/* expert by expert, matmul_backward's (or with pre, matmul_backward_gelu's)
+ * bits on the widened operands: the float32 grouped entry's contract */
+static void r_moe_matmul_backward(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, int64_t ldo,
+                                  const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
+                                  const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    const int64_t rows = off[E];
+    const float *d = widen_strided(1, dout, rows, OC, ldo), *i = widen(2, inp, (size_t)(rows * C));
+    const float *w = dinp ? widen(3, weight, (size_t)(E * OC * C)) : NULL;
+    const float *p = dinp ? widen(4, pre, (size_t)(rows * C)) : NULL;
+    float *di = dinp ? scratch(0, (size_t)(rows * C)) : NULL;
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n <= 0) continue;
+        float *dw = dweight ? dweight + e * OC * C : NULL, *db = dbias ? dbias + e * OC : NULL;
+        const float *we = w ? w + e * OC * C : NULL;
+        if (p) g_f32.matmul_backward_gelu(di + r0 * C, dw, db, d + r0 * OC, i + r0 * C, we, p + r0 * C, n, C, OC);
+        else g_f32.matmul_backward(di ? di + r0 * C : NULL, dw, db, d + r0 * OC, i + r0 * C, we, n, C, OC);
+    }
+    if (dinp) round_into(dinp, di, (size_t)(rows * C));
+}
+
 void kref_bf16_fill(plait_kernels *t) {
     g_f32 = *t;
     t->struct_size = sizeof *t;
@@ -290,4 +365,10 @@ void kref_bf16_fill(plait_kernels *t) {
     t->attention_gqa_backward_bf16 = r_attention_gqa_backward;
     t->ring_attention_forward_bf16 = r_ring_attention_forward;
     t->ring_attention_backward_bf16 = r_ring_attention_backward;
+    t->moe_permute_bf16 = r_moe_permute;
+    t->moe_unpermute_bf16 = r_moe_unpermute;
+    t->moe_unpermute_backward_bf16 = r_moe_unpermute_backward;
+    t->moe_permute_backward_bf16 = r_moe_permute_backward;
+    t->moe_matmul_forward_bf16 = r_moe_matmul_forward;
+    t->moe_matmul_backward_bf16 = r_moe_matmul_backward;
 }

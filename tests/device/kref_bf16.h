@@ -1,6 +1,6 @@
 /*
  * The CPU references of the kernel table's bf16-activation entries
- * (plait/kernels.h, ABI 1.8, 1.9, 1.22 and 1.25; from_bf16 of 1.23), for the kernel
+ * (plait/kernels.h, ABI 1.8, 1.9, 1.22, 1.25 and 1.29; from_bf16 of 1.23), for the kernel
  * tests. The core's CPU device has no such entries (it keeps float32
  * activations); a test fills them into its copy of the CPU table with
  * kref_bf16_fill. Each reference is

@@ -215,5 +215,11 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
                            k->rmsnorm_forward_bf16;
     if (g_bf16_cases && !llama_bf16) printf("the Llama family's bf16-activation entries: not offered by this device\n");
     if (g_bf16_cases && llama_bf16) fails += run_list(kc_llama_bf16_cases, kc_llama_bf16_count, k, d, tol, seed + 2000);
+    /* the mixture of experts' bf16 forms (ABI 1.29), optional as a whole too */
+    const int moe_bf16 = k->struct_size >= offsetof(plait_kernels, moe_permute_bf16) + sizeof k->moe_permute_bf16 &&
+                         k->moe_permute_bf16;
+    if (g_bf16_cases && !moe_bf16)
+        printf("the mixture of experts' bf16-activation entries: not offered by this device\n");
+    if (g_bf16_cases && moe_bf16) fails += run_list(kc_moe_bf16_cases, kc_moe_bf16_count, k, d, tol, seed + 3000);
     return fails;
 }

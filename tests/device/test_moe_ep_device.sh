@@ -10,7 +10,9 @@
 #     bit for bit, as does the llama arch with a shared expert at ep 2 (the
 #     CPU's rule, docs/parallelism.md "Exactness", on the device); ZeRO-2 and
 #     ZeRO-3 at ep 2 give their ep 1's bits, recompute selective and full at
-#     ep 2 their ep 1's and recompute none's; and ZeRO-2's sharded checkpoint
+#     ep 2 their ep 1's and recompute none's; bf16 activations (the experts'
+#     rows bf16, gpt and llama) at ep 2 their ep 1's, selective and full
+#     recompute none's, ZeRO-2's sharded masters adam's losses; and ZeRO-2's sharded checkpoint
 #     of ep 2 (each expert slice written by the rank holding it) resumes at
 #     ep 1 as the straight ep 1 run, bit for bit.
 #   test_moe_ep_device.sh gpu   the same on the cuda device (label gpu), every
@@ -57,6 +59,29 @@ for rc in selective full; do
   same_losses gpt_ep2 "${rc}_ep2" 0
   same_params gpt_ep2 "${rc}_ep2" bits
 done
+# bf16 activations at ep 2: the experts' rows bf16 on the device and on
+# the wire (half the bytes), each source's rows one grouped bf16 product
+# of the holder's, so ep 1's bits still; selective and full recomputation's too
+ep_case bf16 2 data.global_batch=2 parallel.dp=2 run.precision=bf16
+grep -q "plait: activations bf16 (.*the sparse blocks' norms and routers.* float32)" "$E2E_WORK/bf16_ep2.out" ||
+  fail "bf16 at ep 2: the run did not say its experts' rows are bf16"
+ep_case bf16_llama 2 data.global_batch=2 parallel.dp=2 run.precision=bf16 model.arch=llama model.ffn_hidden=128 \
+  model.moe_shared_experts=1
+for rc in selective full; do
+  train "bf16_${rc}_ep2" "${S[@]}" data.global_batch=2 parallel.dp=2 run.precision=bf16 parallel.ep=2 \
+    model.recompute="$rc" &
+done
+joined
+for rc in selective full; do
+  same_losses bf16_ep2 "bf16_${rc}_ep2" 0
+  same_params bf16_ep2 "bf16_${rc}_ep2" bits
+done
+echo "bf16 at ep 2 with recompute selective and full on $DEV: recompute none's bits"
+# ZeRO-2 as a distributed optimizer: the experts' float32 masters sharded
+# over the ranks holding them, their bf16 copies written by its gathers
+train bf16_zero2_ep2 "${S[@]}" data.global_batch=2 parallel.dp=2 run.precision=bf16 parallel.ep=2 optim.plugin=zero2
+same_losses bf16_ep2 bf16_zero2_ep2 0
+echo "bf16 at ep 2 under zero2's sharded masters on $DEV: adam's losses"
 ep_case zero2 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero2
 ep_case zero3 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero3
 # ZeRO-2 at ep 2 saving sharded checkpoints; its step-2 one resumed at ep 1

@@ -3,20 +3,24 @@
  * references of the kernel table's bf16 entries (tests/device/
  * kref_bf16.c) standing in for a device's: a model with experts keeps
  * its dense blocks' and attention halves' activations in bf16 as a model
- * without experts does, its sparse MLP halves (router, gates, experts)
- * in float32 between the float32 residual stream's rows (core/model/
- * moe_bf16.c). For moe-tiny's shape, gpt (every block sparse) and llama
- * (a dense block, then a sparse one with a shared expert): bf16 is
- * granted, trains as the float32 model does within the dense bf16 tests'
- * bounds (test_bf16_activations, test_llama_bf16), gives the same bits
- * twice, selective and full recomputation give the bits of none, and the
- * activations take less memory than float32's.
+ * without experts does, its sparse MLP halves' norm, router and gates in
+ * float32 between the float32 residual stream's rows (core/model/
+ * moe_bf16.c), and the experts' rows and hidden tensors in bf16 (core/
+ * model/moe_experts_bf16.c). For moe-tiny's shape, gpt (every block
+ * sparse) and llama (a dense block, then a sparse one with a shared
+ * expert): bf16 is granted, trains as the float32 model does within the
+ * dense bf16 tests' bounds (test_bf16_activations, test_llama_bf16),
+ * gives the same bits twice, selective and full recomputation give the
+ * bits of none, and the activations take less memory than float32's and
+ * than those of the same model whose table lacks the experts' bf16
+ * entries (ABI 1.29: its experts run float32), whose losses differ.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "device/kref_bf16.h"
 #include "kernels/kernels.h"
@@ -38,17 +42,28 @@ static const plait_kernels *bf16_table(void) {
     return &k;
 }
 
-static void trace_on(const char *ini, int bf16, harness_trace *t) {
-    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = bf16_table(), .activations_bf16 = bf16};
+/* The same without the experts' bf16 entries: the experts run float32. */
+static const plait_kernels *float_experts_table(void) {
+    static plait_kernels k;
+    k = *bf16_table();
+    k.moe_permute_bf16 = NULL;
+    return &k;
+}
+
+static void trace_with(const char *ini, const plait_kernels *k, int bf16, harness_trace *t) {
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = k, .activations_bf16 = bf16};
     t->steps = STEPS;
     assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
 }
 
+static void trace_on(const char *ini, int bf16, harness_trace *t) { trace_with(ini, bf16_table(), bf16, t); }
+
 static void check_trains_as_float32(const char *arch, const char *ini) {
-    harness_trace f32, bf, again;
+    harness_trace f32, bf, again, fx;
     trace_on(ini, 0, &f32);
     trace_on(ini, 1, &bf);
     trace_on(ini, 1, &again);
+    trace_with(ini, float_experts_table(), 1, &fx);
     assert_false(f32.bf16);
     assert_true(bf.bf16);
     /* the first step's gradients, from the same weights */
@@ -57,8 +72,9 @@ static void check_trains_as_float32(const char *arch, const char *ini) {
     const double dl = harness_loss_dev(&bf, &f32, SLOTS), dg1 = harness_grad_dev(&bf1, &f321),
                  dg = harness_grad_dev(&bf, &f32);
     printf("%s with experts, bf16 against float32 over %d steps: losses within %.2e, gradients within %.2e "
-           "(norm-wise; %.2e at the first step); activation bytes float32 %llu, bf16 %llu\n",
-           arch, STEPS, dl, dg, dg1, (unsigned long long)f32.act_bytes, (unsigned long long)bf.act_bytes);
+           "(norm-wise; %.2e at the first step); activation bytes float32 %llu, bf16 %llu (float32 experts %llu)\n",
+           arch, STEPS, dl, dg, dg1, (unsigned long long)f32.act_bytes, (unsigned long long)bf.act_bytes,
+           (unsigned long long)fx.act_bytes);
     /* the dense bf16 models' bounds for the losses and, from the same
      * weights, the gradients. Later the weights differ, and a route is
      * piecewise constant in them: a token whose choice flips between two
@@ -72,6 +88,11 @@ static void check_trains_as_float32(const char *arch, const char *ini) {
     assert_memory_equal(bf.loss, again.loss, sizeof(double) * STEPS * SLOTS);
     assert_memory_equal(bf.grads, again.grads, sizeof(float) * STEPS * bf.numel);
     assert_true(bf.act_bytes < f32.act_bytes);
+    /* the experts' own rows in bf16: less memory, other bits */
+    assert_true(fx.bf16);
+    assert_true(bf.act_bytes < fx.act_bytes);
+    assert_true(memcmp(bf.loss, fx.loss, sizeof(double) * STEPS * SLOTS) != 0);
+    harness_trace_free(&fx);
     harness_trace_free(&f32);
     harness_trace_free(&bf);
     harness_trace_free(&again);

@@ -282,8 +282,8 @@ static const layout layouts[] = {
      1,
      1},
     /* a mixture of experts under bf16 activations: the dense halves'
-     * activations bf16, the sparse halves' float32 (their shared norm
-     * buffers with the experts' scratch); the experts' width under tp and
+     * activations bf16, the sparse halves' norms float32 (their shared norm
+     * buffers with the experts' scratch), the experts' rows bf16; the experts' width under tp and
      * sequence parallelism, and a llama with a dense block and full
      * recomputation */
     {"cuda_emu gpt moe bf16 tp2 sp",
@@ -294,6 +294,20 @@ static const layout layouts[] = {
     {"cuda_emu llama moe bf16 full",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "model.moe_experts=4",
       "model.moe_every=2", "model.recompute=full", NULL},
+     1,
+     1},
+    /* the experts' rows bf16 at ep 2 (their held rows, the rows'
+     * gradients and their weights' bf16 copies), every token routed to
+     * both experts (top_k's default 2) so the held rows are the planner's
+     * B·T·k; gpt, and llama under selective recomputation */
+    {"cuda_emu moe bf16 dp2 ep2 balanced",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2",
+      "model.moe_top_k=2", "model.moe_ffn_hidden=48", NULL},
+     1,
+     1},
+    {"cuda_emu llama moe bf16 dp2 ep2 selective",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "parallel.dp=2", "parallel.ep=2",
+      "model.moe_experts=2", "model.recompute=selective", NULL},
      1,
      1},
     {"cuda_emu bf16 pp2 1f1b selective",

@@ -407,6 +407,79 @@ static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, con
     }
 }
 
+/* the grouped product on bf16 (ABI 1.29): a cuBLASLt bf16 product an
+ * expert, as the dense bf16 entries run, out's (dout's) rows ldo apart */
+static void k_moe_matmul_forward_bf16(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const plait_bf16 *bias, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n <= 0) continue;
+        const plait_bf16 *x = inp + r0 * C, *w = weight + e * OC * C;
+        pc_gemm g = {.trans_b = 1,
+                     .M = n,
+                     .N = OC,
+                     .K = C,
+                     .alpha = 1.0f,
+                     .A = x,
+                     .lda = C,
+                     .B = w,
+                     .ldb = C,
+                     .C = out + r0 * ldo,
+                     .ldc = ldo,
+                     .batch = 1,
+                     .in_bf16 = 1,
+                     .out_bf16 = 1};
+        if (bias) g.bias = bias + e * OC;
+        pc_gemm_run(&g);
+    }
+}
+static void k_moe_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                       int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                       const plait_bf16 *pre, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n <= 0) continue;
+        const plait_bf16 *d = dout + r0 * ldo;
+        if (dinp) { /* with GELU's derivative where pre is given */
+            pc_gemm g = {.M = n,
+                         .N = C,
+                         .K = OC,
+                         .alpha = 1.0f,
+                         .A = d,
+                         .lda = ldo,
+                         .B = weight + e * OC * C,
+                         .ldb = C,
+                         .C = dinp + r0 * C,
+                         .ldc = C,
+                         .batch = 1,
+                         .in_bf16 = 1,
+                         .out_bf16 = 1};
+            if (pre) g.gelu = PC_GELU_BACKWARD, g.aux = (plait_bf16 *)pre + r0 * C;
+            pc_gemm_run(&g);
+        }
+        float *dw = dweight ? dweight + e * OC * C : NULL;
+        if (ldo == OC) { /* the dense entry's weight and bias gradients */
+            matmul_dparams_bf16(dw, dbias ? dbias + e * OC : NULL, d, inp + r0 * C, n, C, OC);
+        } else if (dw) { /* no bias where the rows are strided (kernels.h) */
+            pc_gemm g = {.trans_a = 1,
+                         .M = OC,
+                         .N = C,
+                         .K = n,
+                         .alpha = 1.0f,
+                         .beta = 1.0f,
+                         .A = d,
+                         .lda = ldo,
+                         .B = inp + r0 * C,
+                         .ldb = C,
+                         .C = dw,
+                         .ldc = C,
+                         .batch = 1,
+                         .in_bf16 = 1};
+            pc_gemm_run(&g);
+        }
+    }
+}
+
 PC_ENTRY(sgemm, k_sgemm, (int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc), (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 PC_ENTRY(zero, k_zero, (float *x, size_t n), (x, n))
 PC_ENTRY(copy, k_copy, (float *dst, const float *src, size_t n), (dst, src, n))
@@ -572,6 +645,31 @@ PC_ENTRY(moe_matmul_backward, k_moe_matmul_backward,
           const int32_t *off, int64_t E, int64_t C, int64_t OC),
          (dinp, dweight, dbias, dout, inp, weight, off, E, C, OC))
 
+/* the mixture of experts on bf16 activations (ABI 1.29): moe.cu and the grouped product above */
+PC_ENTRY(moe_permute_bf16, pc_launch_moe_permute_bf16,
+         (int32_t * row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x, const int32_t *idx, const float *inp,
+          int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity),
+         (row, tok, off, routed, x, idx, inp, N, E, k, C, capacity))
+PC_ENTRY(moe_unpermute_bf16, pc_launch_moe_unpermute_bf16,
+         (float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y, const int32_t *row,
+          const float *gate, int64_t N, int64_t k, int64_t C),
+         (out, res, shared, y, row, gate, N, k, C))
+PC_ENTRY(moe_unpermute_backward_bf16, pc_launch_moe_unpermute_backward_bf16,
+         (plait_bf16 * dy_rows, double *dgate, const float *dout, const plait_bf16 *y, const int32_t *row,
+          const float *gate, int64_t N, int64_t k, int64_t C),
+         (dy_rows, dgate, dout, y, row, gate, N, k, C))
+PC_ENTRY(moe_permute_backward_bf16, pc_launch_moe_permute_backward_bf16,
+         (float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k, int64_t C),
+         (dinp, dx, row, N, k, C))
+PC_ENTRY(moe_matmul_forward_bf16, k_moe_matmul_forward_bf16,
+         (plait_bf16 * out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias,
+          const int32_t *off, int64_t E, int64_t C, int64_t OC),
+         (out, ldo, inp, weight, bias, off, E, C, OC))
+PC_ENTRY(moe_matmul_backward_bf16, k_moe_matmul_backward_bf16,
+         (plait_bf16 * dinp, float *dweight, float *dbias, const plait_bf16 *dout, int64_t ldo, const plait_bf16 *inp,
+          const plait_bf16 *weight, const plait_bf16 *pre, const int32_t *off, int64_t E, int64_t C, int64_t OC),
+         (dinp, dweight, dbias, dout, ldo, inp, weight, pre, off, E, C, OC))
+
 /* bf16 activations (ABI 1.8): the products */
 PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
 PC_ENTRY(matmul_forward_bf16, k_matmul_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
@@ -679,6 +777,13 @@ static const plait_kernels g_table = {
     /* ring attention on bf16 activations (ABI 1.25) */
     .ring_attention_forward_bf16 = e_ring_attention_forward_bf16,
     .ring_attention_backward_bf16 = e_ring_attention_backward_bf16,
+    /* the mixture of experts on bf16 activations (ABI 1.29) */
+    .moe_permute_bf16 = e_moe_permute_bf16,
+    .moe_unpermute_bf16 = e_moe_unpermute_bf16,
+    .moe_unpermute_backward_bf16 = e_moe_unpermute_backward_bf16,
+    .moe_permute_backward_bf16 = e_moe_permute_backward_bf16,
+    .moe_matmul_forward_bf16 = e_moe_matmul_forward_bf16,
+    .moe_matmul_backward_bf16 = e_moe_matmul_backward_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -9,7 +9,9 @@
  * wherever the libraries' exp and log do. No atomics: the same inputs
  * give the same bits. Written to be right, not fast: the router's loops
  * are a thread's, over E experts. The grouped product is kernels.c's (a
- * cuBLASLt product an expert).
+ * cuBLASLt product an expert). The row kernels are templates on the
+ * rows' type: float32, or bf16 (ABI 1.29: the rows widened exactly where
+ * read, rounded once where written, every sum float32).
  */
 #include "kcommon.cuh"
 
@@ -87,57 +89,63 @@ PC_KERNEL(moe_rows_kernel, PC_THREADS)
     }
 }
 
-/* x[row[r], c] = inp[token of r, c] for the kept routes */
-PC_KERNEL(moe_gather_kernel, PC_THREADS)
-(float *x, const float *inp, const int32_t *row, int64_t Nk, int64_t k, int64_t C) {
+/* x[row[r], c] = inp[token of r, c] for the kept routes (TX: float, or
+ * bf16 rounded once) */
+template <typename TX>
+PC_KERNEL_T(PC_THREADS)
+moe_gather_kernel(TX *x, const float *inp, const int32_t *row, int64_t Nk, int64_t k, int64_t C) {
     PC_GRID_STRIDE(i, (size_t)(Nk * C)) {
         const int64_t r = (int64_t)i / C, c = (int64_t)i % C, at = row[r];
-        if (at >= 0) x[at * C + c] = inp[(r / k) * C + c];
+        if (at >= 0) pc_put(x + at * C + c, inp[(r / k) * C + c]);
     }
 }
 
-/* out[n, c] = res (+ shared) + Σ_j gate·y[row], j in order */
-PC_KERNEL(moe_unpermute_kernel, PC_THREADS)
-(float *out, const float *res, const float *shared, const float *y, const int32_t *row, const float *gate, int64_t N,
- int64_t k, int64_t C) {
+/* out[n, c] = res (+ shared) + Σ_j gate·y[row], j in order (TY: the rows'
+ * type, widened exactly; the sum float32) */
+template <typename TY>
+PC_KERNEL_T(PC_THREADS)
+moe_unpermute_kernel(float *out, const float *res, const TY *shared, const TY *y, const int32_t *row, const float *gate,
+                     int64_t N, int64_t k, int64_t C) {
     PC_GRID_STRIDE(i, (size_t)(N * C)) {
         const int64_t n = (int64_t)i / C, c = (int64_t)i % C;
         float o = res[i];
-        if (shared) o = __fadd_rn(o, shared[i]);
+        if (shared) o = __fadd_rn(o, pc_get(shared + i));
         for (int64_t j = 0; j < k; j++) {
             const int32_t r = row[n * k + j];
-            if (r >= 0) o = __fadd_rn(o, __fmul_rn(gate[n * k + j], y[(int64_t)r * C + c]));
+            if (r >= 0) o = __fadd_rn(o, __fmul_rn(gate[n * k + j], pc_get(y + (int64_t)r * C + c)));
         }
         out[i] = o;
     }
 }
 
 /* one route a thread: its row's gradient and its gate's */
-PC_KERNEL(moe_unpermute_backward_kernel, PC_THREADS)
-(float *dy_rows, double *dgate, const float *dout, const float *y, const int32_t *row, const float *gate, int64_t Nk,
- int64_t k, int64_t C) {
+template <typename TY>
+PC_KERNEL_T(PC_THREADS)
+moe_unpermute_backward_kernel(TY *dy_rows, double *dgate, const float *dout, const TY *y, const int32_t *row,
+                              const float *gate, int64_t Nk, int64_t k, int64_t C) {
     PC_GRID_STRIDE(r, (size_t)Nk) {
         const int32_t at = row[r];
         const int64_t n = (int64_t)r / k;
         double dot = 0.0;
         if (at >= 0)
             for (int64_t c = 0; c < C; c++) {
-                dy_rows[(int64_t)at * C + c] = __fmul_rn(gate[r], dout[n * C + c]);
-                dot = __dadd_rn(dot, __dmul_rn((double)dout[n * C + c], (double)y[(int64_t)at * C + c]));
+                pc_put(dy_rows + (int64_t)at * C + c, __fmul_rn(gate[r], dout[n * C + c]));
+                dot = __dadd_rn(dot, __dmul_rn((double)dout[n * C + c], (double)pc_get(y + (int64_t)at * C + c)));
             }
         dgate[r] = dot;
     }
 }
 
 /* dinp[n, c] += dx[row[n, j], c], j in order */
-PC_KERNEL(moe_permute_backward_kernel, PC_THREADS)
-(float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C) {
+template <typename TX>
+PC_KERNEL_T(PC_THREADS)
+moe_permute_backward_kernel(float *dinp, const TX *dx, const int32_t *row, int64_t N, int64_t k, int64_t C) {
     PC_GRID_STRIDE(i, (size_t)(N * C)) {
         const int64_t n = (int64_t)i / C, c = (int64_t)i % C;
         float v = dinp[i];
         for (int64_t j = 0; j < k; j++) {
             const int32_t r = row[n * k + j];
-            if (r >= 0) v = __fadd_rn(v, dx[(int64_t)r * C + c]);
+            if (r >= 0) v = __fadd_rn(v, pc_get(dx + (int64_t)r * C + c));
         }
         dinp[i] = v;
     }
@@ -197,35 +205,86 @@ void pc_launch_moe_route(float *scores, float *lse, int32_t *idx, float *gate, c
     pc_check_launch("moe_route");
 }
 
-void pc_launch_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
-                           const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+/* the routes' rows and offsets, then the rows gathered as TX */
+template <typename TX>
+static void moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, TX *x, const int32_t *idx,
+                        const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity,
+                        const char *name) {
     const int64_t Nk = N * k;
     PC_LAUNCH(moe_count_kernel, pc_blocks((size_t)E), PC_THREADS)(off, routed, idx, Nk, E, capacity);
     PC_LAUNCH(moe_offsets_kernel, 1, 1)(off, E);
     PC_LAUNCH(moe_rows_kernel, pc_blocks((size_t)E), PC_THREADS)(row, tok, off, idx, Nk, k, E, capacity);
-    if (Nk * C > 0) PC_LAUNCH(moe_gather_kernel, pc_blocks((size_t)(Nk * C)), PC_THREADS)(x, inp, row, Nk, k, C);
-    pc_check_launch("moe_permute");
+    if (Nk * C > 0)
+        PC_LAUNCH_T(moe_gather_kernel<TX>, pc_blocks((size_t)(Nk * C)), PC_THREADS, PC_THREADS)(x, inp, row, Nk, k, C);
+    pc_check_launch(name);
+}
+
+template <typename TY>
+static void moe_unpermute(float *out, const float *res, const TY *shared, const TY *y, const int32_t *row,
+                          const float *gate, int64_t N, int64_t k, int64_t C, const char *name) {
+    if (N * C <= 0) return;
+    PC_LAUNCH_T(moe_unpermute_kernel<TY>, pc_blocks((size_t)(N * C)), PC_THREADS, PC_THREADS)
+    (out, res, shared, y, row, gate, N, k, C);
+    pc_check_launch(name);
+}
+
+template <typename TY>
+static void moe_unpermute_backward(TY *dy_rows, double *dgate, const float *dout, const TY *y, const int32_t *row,
+                                   const float *gate, int64_t N, int64_t k, int64_t C, const char *name) {
+    if (N * k <= 0) return;
+    PC_LAUNCH_T(moe_unpermute_backward_kernel<TY>, pc_blocks((size_t)(N * k)), PC_THREADS, PC_THREADS)
+    (dy_rows, dgate, dout, y, row, gate, N * k, k, C);
+    pc_check_launch(name);
+}
+
+template <typename TX>
+static void moe_permute_backward(float *dinp, const TX *dx, const int32_t *row, int64_t N, int64_t k, int64_t C,
+                                 const char *name) {
+    if (N * C <= 0) return;
+    PC_LAUNCH_T(moe_permute_backward_kernel<TX>, pc_blocks((size_t)(N * C)), PC_THREADS, PC_THREADS)
+    (dinp, dx, row, N, k, C);
+    pc_check_launch(name);
+}
+
+void pc_launch_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
+                           const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+    moe_permute(row, tok, off, routed, x, idx, inp, N, E, k, C, capacity, "moe_permute");
 }
 
 void pc_launch_moe_unpermute(float *out, const float *res, const float *shared, const float *y, const int32_t *row,
                              const float *gate, int64_t N, int64_t k, int64_t C) {
-    if (N * C <= 0) return;
-    PC_LAUNCH(moe_unpermute_kernel, pc_blocks((size_t)(N * C)), PC_THREADS)(out, res, shared, y, row, gate, N, k, C);
-    pc_check_launch("moe_unpermute");
+    moe_unpermute(out, res, shared, y, row, gate, N, k, C, "moe_unpermute");
 }
 
 void pc_launch_moe_unpermute_backward(float *dy_rows, double *dgate, const float *dout, const float *y,
                                       const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
-    if (N * k <= 0) return;
-    PC_LAUNCH(moe_unpermute_backward_kernel, pc_blocks((size_t)(N * k)), PC_THREADS)
-    (dy_rows, dgate, dout, y, row, gate, N * k, k, C);
-    pc_check_launch("moe_unpermute_backward");
+    moe_unpermute_backward(dy_rows, dgate, dout, y, row, gate, N, k, C, "moe_unpermute_backward");
 }
 
 void pc_launch_moe_permute_backward(float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C) {
-    if (N * C <= 0) return;
-    PC_LAUNCH(moe_permute_backward_kernel, pc_blocks((size_t)(N * C)), PC_THREADS)(dinp, dx, row, N, k, C);
-    pc_check_launch("moe_permute_backward");
+    moe_permute_backward(dinp, dx, row, N, k, C, "moe_permute_backward");
+}
+
+/* the same on bf16 rows (ABI 1.29) */
+void pc_launch_moe_permute_bf16(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x,
+                                const int32_t *idx, const float *inp, int64_t N, int64_t E, int64_t k, int64_t C,
+                                int64_t capacity) {
+    moe_permute(row, tok, off, routed, x, idx, inp, N, E, k, C, capacity, "moe_permute_bf16");
+}
+
+void pc_launch_moe_unpermute_bf16(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                                  const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    moe_unpermute(out, res, shared, y, row, gate, N, k, C, "moe_unpermute_bf16");
+}
+
+void pc_launch_moe_unpermute_backward_bf16(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                           const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    moe_unpermute_backward(dy_rows, dgate, dout, y, row, gate, N, k, C, "moe_unpermute_backward_bf16");
+}
+
+void pc_launch_moe_permute_backward_bf16(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                         int64_t C) {
+    moe_permute_backward(dinp, dx, row, N, k, C, "moe_permute_backward_bf16");
 }
 
 void pc_launch_moe_route_backward(float *dlogits, const double *dgate, const float *logits, const float *scores,

@@ -351,6 +351,16 @@ void pc_launch_moe_permute_backward(float *dinp, const float *dx, const int32_t 
 void pc_launch_moe_route_backward(float *dlogits, const double *dgate, const float *logits, const float *scores,
                                   const float *lse, const int32_t *idx, const float *gate, const float *routed,
                                   int64_t N, int64_t E, int64_t k, int sigmoid, double aux, double z, double share);
+/* the row kernels on bf16 rows (ABI 1.29) */
+void pc_launch_moe_permute_bf16(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x,
+                                const int32_t *idx, const float *inp, int64_t N, int64_t E, int64_t k, int64_t C,
+                                int64_t capacity);
+void pc_launch_moe_unpermute_bf16(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                                  const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+void pc_launch_moe_unpermute_backward_bf16(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                           const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+void pc_launch_moe_permute_backward_bf16(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                         int64_t C);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,

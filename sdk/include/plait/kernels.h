@@ -661,6 +661,48 @@ typedef struct plait_kernels {
                                          int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
                                          const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                                          const plait_ring_block *blk);
+    /* --- ABI 1.29: the mixture of experts on bf16 activations -----------
+     * Optional, all six (PLAIT_KERNELS_HAS_MOE_BF16, which asks 1.21's
+     * entries too): the permuted rows, the experts' outputs and hidden
+     * tensors and their gradients in bf16 (Megatron-Core's), under 1.8's
+     * rules: float32 arithmetic inside, each bf16 output rounded once to
+     * nearest even. The router, its scores and gates, the residual stream
+     * (inp, res, out, dout, dinp of the dispatch and combine) and every
+     * weight gradient stay float32. Same conventions as 1.21's (device
+     * memory but off, bf16 tensors 16-byte aligned where their float32
+     * counterparts are, no atomics: the same inputs give the same bits). */
+    /* moe_permute with the permuted rows x rounded to bf16 from float32
+     * inp (the norm's output, as the router reads it). */
+    void (*moe_permute_bf16)(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x, const int32_t *idx,
+                             const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity);
+    /* moe_unpermute from the experts' bf16 rows y and the shared experts'
+     * bf16 output (NULL: none), each widened exactly; the sum float32. */
+    void (*moe_unpermute_bf16)(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                               const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+    /* moe_unpermute_backward with bf16 y and the rows' gradients dy_rows
+     * rounded to bf16 (dgate in double from the widened y, as 1.21's). */
+    void (*moe_unpermute_backward_bf16)(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                        const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+    /* moe_permute_backward from bf16 dx, each widened exactly. */
+    void (*moe_permute_backward_bf16)(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                      int64_t C);
+    /* The grouped product on bf16: for each expert e, matmul_forward_bf16
+     * of its rows [off[e], off[e+1]) of inp[.,C] with weight[e] ([E,OC,C])
+     * and bias[e] ([E,OC]; NULL: none), into the same rows of out, whose
+     * rows lie ldo elements apart (ldo >= OC: an llama expert's gate and
+     * up side by side in one [rows,2F] buffer, as swiglu_forward_bf16
+     * reads them; bias then NULL). off is HOST memory. */
+    void (*moe_matmul_forward_bf16)(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                    const plait_bf16 *bias, const int32_t *off, int64_t E, int64_t C, int64_t OC);
+    /* Its backward, expert by expert, as matmul_backward_bf16 (dout's rows
+     * ldo elements apart): dinp's rows overwritten in bf16 (may be NULL:
+     * weight and pre not read), dweight[e] += and dbias[e] += in float32
+     * (each may be NULL; dbias NULL where ldo > OC). pre non-NULL (the forward's bf16 GELU input,
+     * [rows,C] as dinp) applies GELU's derivative to dinp as
+     * matmul_backward_gelu_bf16 does: a GPT expert's c_proj backward. */
+    void (*moe_matmul_backward_bf16)(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                     int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                     const plait_bf16 *pre, const int32_t *off, int64_t E, int64_t C, int64_t OC);
 } plait_kernels;
 
 /* 1 if table k has the mixture of experts' entries (ABI 1.21), every one. */
@@ -668,6 +710,14 @@ typedef struct plait_kernels {
     ((k)->struct_size >= offsetof(plait_kernels, moe_matmul_backward) + sizeof((k)->moe_matmul_backward) &&            \
      (k)->moe_route && (k)->moe_permute && (k)->moe_unpermute && (k)->moe_unpermute_backward &&                        \
      (k)->moe_permute_backward && (k)->moe_route_backward && (k)->moe_matmul_forward && (k)->moe_matmul_backward)
+
+/* 1 if table k has the mixture of experts' bf16-activation entries (ABI
+ * 1.29) beside 1.21's, every one. */
+#define PLAIT_KERNELS_HAS_MOE_BF16(k)                                                                                  \
+    (PLAIT_KERNELS_HAS_MOE(k) &&                                                                                       \
+     (k)->struct_size >= offsetof(plait_kernels, moe_matmul_backward_bf16) + sizeof((k)->moe_matmul_backward_bf16) &&  \
+     (k)->moe_permute_bf16 && (k)->moe_unpermute_bf16 && (k)->moe_unpermute_backward_bf16 &&                           \
+     (k)->moe_permute_backward_bf16 && (k)->moe_matmul_forward_bf16 && (k)->moe_matmul_backward_bf16)
 
 /* 1 if table k has the Llama family's bf16-activation entries (ABI 1.22), every one. */
 #define PLAIT_KERNELS_HAS_LLAMA_BF16(k)                                                                                \
