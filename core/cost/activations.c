@@ -328,7 +328,8 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
      * gradients, N·k rows of C each (moe_ep.c's moe_held_grads, balanced as
      * plait_cost_held_bytes); under bf16 activations the sparse halves'
      * float32 norm output and its gradient, shared likewise
-     * (model/moe_bf16.c) */
+     * (model/moe_bf16.c; the plan is of training: a forward-only model,
+     * evaluating or sampling, allocates the output's half alone) */
     const double expert = moe->llama ? 3.0 * F * s->C : 2.0 * F * s->C + F + s->C;
     const double grads = ep > 1 ? (double)moe->E * expert + rows_floats(moe, s, tp, 2 * Nk * s->C) : 0;
     const double norm = s->bf16 ? 2 * N * s->C : 0;

@@ -561,6 +561,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_held_act);
     plait_device_free(m->moe_held_grads);
     plait_device_free(m->moe_bf16_mem);
+    plait_device_free(m->moe_bf16_dmem);
     plait_model_buffers_free(m);
     free(m->moe_counts);
     free(m->wbf);

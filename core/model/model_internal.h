@@ -390,8 +390,9 @@ struct plait_model {
     int64_t moe_dropped, moe_forwards;
     /* under bf16 activations (moe_bf16.c): the sparse half's float32 norm
      * output and its gradient [B·T,C] each, shared by every sparse block
-     * and slot, allocated at the first sparse forward */
-    float *moe_bf16_mem;
+     * and slot; the output's allocated at the first sparse forward, the
+     * gradient's when a backward is to follow; their bytes */
+    float *moe_bf16_mem, *moe_bf16_dmem;
     size_t moe_bf16_bytes;
 };
 

@@ -22,9 +22,12 @@
  * forward's kernel (the same bits), as recompute.c rebuilds dropped parts;
  * under recompute = full it then reruns the router and the experts from
  * it (plait_moe_rerun), whose activations the slot did not keep.
- * Its gradient lands in a second such buffer. Both are float32 [B·T,C],
- * allocated at the first sparse forward and counted in the activation
- * bytes (core/cost counts them as the experts' scratch). A sparse
+ * Its gradient lands in a second such buffer. Both are float32 [B·T,C]
+ * and counted in the activation bytes (core/cost counts both as the
+ * experts' scratch: it plans training); the output's is allocated at the
+ * first sparse forward, the gradient's at the first backward or at the
+ * first forward that a backward follows (not plait_model_forward_only),
+ * so that evaluation and sampling never hold it. A sparse
  * block's slot keeps the norm's statistics, not its output
  * (model_slots.c).
  */
@@ -32,22 +35,26 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-/* The shared float32 norm output and its gradient, [B·T,C] each. */
-static plait_status buffers(plait_model *m) {
-    if (m->moe_bf16_mem) return PLAIT_OK;
-    const size_t n = (size_t)(m->B * m->T * m->C);
-    m->moe_bf16_mem = plait_device_alloc(2 * n * sizeof(float), "activations");
-    if (!m->moe_bf16_mem)
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the sparse blocks' float32 norm buffers (%zu bytes)",
-                               2 * n * sizeof(float));
-    m->moe_bf16_bytes = 2 * n * sizeof(float);
-    m->act_bytes += m->moe_bf16_bytes;
+/* The shared float32 norm output, [B·T,C], and with `grads` its gradient
+ * likewise. */
+static plait_status buffers(plait_model *m, int grads) {
+    const size_t bytes = (size_t)(m->B * m->T * m->C) * sizeof(float);
+    float **want[2] = {&m->moe_bf16_mem, grads ? &m->moe_bf16_dmem : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!want[i] || *want[i]) continue;
+        *want[i] = plait_device_alloc(bytes, "activations");
+        if (!*want[i])
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the sparse blocks' float32 norm %s buffer (%zu bytes)",
+                                   i ? "gradient" : "output", bytes);
+        m->moe_bf16_bytes += bytes;
+        m->act_bytes += bytes;
+    }
     return PLAIT_OK;
 }
 
 static float *ln_full(plait_model *m) { return m->moe_bf16_mem; }
 
-static float *dln_full(plait_model *m) { return m->moe_bf16_mem + m->B * m->T * m->C; }
+static float *dln_full(plait_model *m) { return m->moe_bf16_dmem; }
 
 /* The sparse half's norm parameters (data or gradients): the gpt arch's
  * ln_2 weight and bias, the llama arch's MLP norm weight (p[1] NULL). */
@@ -60,10 +67,11 @@ static plait_status norm_params(plait_model *m, param_part part, int32_t layer, 
 
 /* The norm of this rank's rows of r, float32, its statistics into the
  * slot's block, the output over every row into ln_full. */
-static plait_status norm_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, const char *where) {
+static plait_status norm_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, int grads,
+                                 const char *where) {
     block_acts *a = &s->blocks[layer - 1];
     float *p[2];
-    plait_status st = buffers(m);
+    plait_status st = buffers(m, grads);
     if (st == PLAIT_OK && m->sp) st = plait_model_sp_scratch(m);
     if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
     if (st != PLAIT_OK) return st;
@@ -74,7 +82,7 @@ static plait_status norm_forward(plait_model *m, model_slot *s, int32_t layer, c
 }
 
 plait_status plait_moe_bf16_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
-    plait_status st = norm_forward(m, s, layer, r, "before the router");
+    plait_status st = norm_forward(m, s, layer, r, !m->forward_only, "before the router");
     return st != PLAIT_OK ? st : plait_moe_forward(m, s, layer, ln_full(m), r, y);
 }
 
@@ -82,7 +90,7 @@ plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t
                                           float *dr) {
     const block_acts *a = &s->blocks[layer - 1];
     float *p[2], *g[2];
-    plait_status st = norm_forward(m, s, layer, r, "before the router's weight gradient");
+    plait_status st = norm_forward(m, s, layer, r, 1, "before the router's weight gradient");
     if (st == PLAIT_OK) st = norm_params(m, PARAM_GRAD, layer, g);
     if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
     /* recompute = full: the slot kept nothing of the experts (moe.c) */

@@ -13,18 +13,22 @@
  * gives the same bits twice, selective and full recomputation give the
  * bits of none, and the activations take less memory than float32's and
  * than those of the same model whose table lacks the experts' bf16
- * entries (ABI 1.29: its experts run float32), whose losses differ.
+ * entries (ABI 1.29: its experts run float32), whose losses differ; a
+ * forward-only model holds the sparse halves' float32 norm output and
+ * not its gradient.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/kref_bf16.h"
 #include "kernels/kernels.h"
 #include "model/model_harness.h"
+#include "runtime/error.h"
 
 #define STEPS 6
 #define SLOTS 2
@@ -140,12 +144,58 @@ static void test_llama_recompute(void **state) {
     check_recompute(LLAMA_INI);
 }
 
+/* The activation bytes after one forward of micro-batch 2 (slot 0), the
+ * model forward-only (evaluation, sampling) or not, then with `again` a
+ * second forward of the same model with forward_only cleared. */
+static uint64_t forward_bytes(const char *ini, int forward_only, int again) {
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h, ini, 2, &o), 0);
+    assert_true(plait_model_bf16_activations(h.model));
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(2 * n * sizeof *tok);
+    assert_non_null(tok);
+    harness_tokens(tok, 2 * n, h.V, 7);
+    plait_model_forward_only(h.model, forward_only);
+    for (int pass = 0; pass <= again; pass++) {
+        if (pass) plait_model_forward_only(h.model, 0);
+        plait_status st = plait_model_set_batch(h.model, 0, tok, tok + n);
+        for (int32_t l = 0; st == PLAIT_OK && l < h.spec->n_layers; l++) st = plait_model_forward_layer(h.model, l, 0);
+        if (st != PLAIT_OK) fail_msg("%s", plait_last_error());
+    }
+    const uint64_t bytes = plait_model_activation_bytes(h.model);
+    free(tok);
+    harness_free(&h);
+    return bytes;
+}
+
+/* A forward-only model never runs the sparse halves' backward, so it
+ * holds their float32 norm output and not its gradient (moe_bf16.c):
+ * 4·B·T·C bytes less than a model that trains; a later forward that a
+ * backward follows allocates the gradient's buffer then. */
+static void check_forward_only(const char *ini) {
+    const uint64_t train = forward_bytes(ini, 0, 0), eval = forward_bytes(ini, 1, 0), later = forward_bytes(ini, 1, 1);
+    print_message("activation bytes after a forward: training %llu, forward-only %llu, then training %llu\n",
+                  (unsigned long long)train, (unsigned long long)eval, (unsigned long long)later);
+    assert_int_equal(train - eval, 4ull * 2 * 32 * 64); /* B 2, T 32, C 64 */
+    assert_int_equal(later, train);
+}
+
+static void test_gpt_forward_only(void **state) {
+    (void)state;
+    check_forward_only(GPT_INI);
+}
+
+static void test_llama_forward_only(void **state) {
+    (void)state;
+    check_forward_only(LLAMA_INI);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpt_trains_as_float32),
-        cmocka_unit_test(test_llama_trains_as_float32),
-        cmocka_unit_test(test_gpt_recompute),
-        cmocka_unit_test(test_llama_recompute),
+        cmocka_unit_test(test_gpt_trains_as_float32), cmocka_unit_test(test_llama_trains_as_float32),
+        cmocka_unit_test(test_gpt_recompute),         cmocka_unit_test(test_llama_recompute),
+        cmocka_unit_test(test_gpt_forward_only),      cmocka_unit_test(test_llama_forward_only),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kref_bf16_release();
