@@ -175,6 +175,18 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
                 m->host_state / GiB, m->disk / GiB);
 }
 
+const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t, int zero, int pp) {
+    if (zero == 1 && pp > 1) /* step_time.c's window is 0 there */
+        snprintf(buf, cap,
+                 "%.4f s after the backward pass, none of it hidden (ZeRO-1 under a pipeline reduces after the "
+                 "whole backward)",
+                 t->dp_hidden);
+    else
+        snprintf(buf, cap, "%.4f s behind the backward pass%s", t->dp_hidden,
+                 t->dp_hidden > t->dp_window ? " (more than it hides)" : "");
+    return buf;
+}
+
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
                               const plait_cost_ctx *x, const char *memory_for) {
     const plait_cost_layout *l = &r->layout;
@@ -243,13 +255,15 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  PP  none (pp 1)\n");
     print_cp(out, l, bs, t);
     print_ep(out, l, bs, t);
+    char overlap[192];
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,
                 "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
-                "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
+                "network; %s, %.4f s exposed (the last bucket%s)\n",
                 l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
-                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter, t->dp_hidden,
-                t->dp_hidden > t->dp_window ? " (more than it hides)" : "", t->dp_exposed,
+                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
+                plait_cost_dp_overlap_text(overlap, sizeof overlap, t, plait_cost_zero_stage(l->optim), l->pp),
+                t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 3  ? ", the first layer's gather"
                 : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
                                                       : "");

@@ -18,6 +18,7 @@
 #include "bench/bench_sweep.h"
 #include "cost/cluster.h"
 #include "cost/cost.h"
+#include "cost/table.h"
 #include "runtime/error.h"
 
 #include "plan_fixtures.h"
@@ -355,6 +356,11 @@ static void test_time_dp_window(void **state) {
     NEAR(t.dp_window, 0.0);
     assert_true(t.dp_hidden > 0);
     NEAR(t.step - t.optim, 1 + t.dp_hidden + t.dp_exposed);
+    /* and --explain says so, not that it hides some */
+    char text[192];
+    plait_cost_dp_overlap_text(text, sizeof text, &t, 1, 2);
+    assert_non_null(strstr(text, "after the backward pass, none of it hidden"));
+    assert_null(strstr(text, "behind"));
     j.pp = 1;
     /* ZeRO-2, 4 micro-batches: 4 reduce-scatters of 4 GB (0.2 s each), the
      * last unit's exposed, and the weights' all-gather (0.2 s) */
