@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/layouts.h"
 #include "cost/stages.h"
 #include "device/device.h"
 #include "layout/batch.h"
@@ -15,7 +16,7 @@
 #define CKPT_BYTES_PER_PARAM 12.0
 
 void plait_cost_ckpt_predict(double params, double largest, const plait_cost_rank *stages, const plait_cost_layout *l,
-                             const plait_cluster *c, plait_cost_ckpt *out) {
+                             double bucket_bytes, const plait_cluster *c, plait_cost_ckpt *out) {
     memset(out, 0, sizeof *out);
     out->params = params;
     out->largest = largest;
@@ -50,13 +51,19 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
         if (s == 0) sh->rank0 = dp0;
         sh->all_ranks += rank * l->tp;
     }
-    /* rank 0's largest parameter slice (stage 0's, as tp and ep cut it;
-     * whole whatever ZeRO shards, which exports ranges of it), else its
-     * tp slice of the largest tensor (a layout the stages refuse) */
+    /* rank 0's largest parameter slice (stage 0's, as tp and ep cut it),
+     * else its tp slice of the largest tensor (a layout the stages refuse) */
     const double local = stages[0].largest_tensor_numel > 0 ? stages[0].largest_tensor_numel : largest / l->tp;
-    /* one buffer of that slice (run_ckpt_shard.c); with ckpt_async the
-     * snapshot of everything the rank writes */
-    sh->rank0_extra = 4.0 * local;
+    /* one buffer of the largest part the rank exports (run_ckpt_shard.c):
+     * that slice whole, but under ZeRO-3 its range of the slice's unit,
+     * 1/n of it over the n ranks sharing it (dp; an expert's dp / ep, the
+     * fewer, counted for both): a slice of a bucket or more is a unit
+     * alone, a smaller one shares a unit of at most a bucket, so the range
+     * is at most min(slice, max(slice, bucket) / n), largest for the
+     * largest slice; with ckpt_async the snapshot of everything the rank
+     * writes */
+    const double unit = local > bucket_bytes / 4.0 ? local : bucket_bytes / 4.0, n = ep > 1 ? dp / ep : dp;
+    sh->rank0_extra = 4.0 * (zero >= 3 && unit / n < local ? unit / n : local);
     sh->async_extra = sh->rank0;
     double disk = c->disk_bandwidth > 0 ? c->disk_bandwidth : 2e9;
     double writer = c->disk_writer_bandwidth > 0 ? c->disk_writer_bandwidth : disk;
@@ -130,7 +137,9 @@ plait_status plait_cost_ckpt_of_config(plait_config *cfg, const plait_cost_layou
         plait_cost_model_stages(m, l, global_batch, plait_device_precision(cfg), &dev, stages) != 0)
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory costing a checkpoint");
     if (!stages) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory costing a checkpoint");
-    if (st == PLAIT_OK) plait_cost_ckpt_predict(params, largest, stages, l, c, out);
+    if (st == PLAIT_OK)
+        plait_cost_ckpt_predict(params, largest, stages, l, plait_cost_bucket_bytes(cfg, l->optim, l->bucket_mb), c,
+                                out);
     free(stages);
     plait_cost_model_free(m);
     return st;

@@ -49,9 +49,11 @@ typedef struct plait_cost_ckpt {
 
 /* The checkpoint of the model of `params` parameters whose largest tensor
  * has `largest` elements, trained in layout `l` whose pipeline stages hold
- * stages[s].param_numel each (plait_cost_model_stages), on cluster `c`. */
+ * stages[s].param_numel each (plait_cost_model_stages), its optimizer's
+ * gradients moving in buckets of `bucket_bytes` (plait_cost_bucket_bytes),
+ * on cluster `c`. */
 void plait_cost_ckpt_predict(double params, double largest, const plait_cost_rank *stages, const plait_cost_layout *l,
-                             const plait_cluster *c, plait_cost_ckpt *out);
+                             double bucket_bytes, const plait_cluster *c, plait_cost_ckpt *out);
 
 /* The same for config `cfg` (finalized) in layout `l` with `global_batch`
  * sequences a step (l NULL: the config's own layout and batch, its cp

@@ -56,17 +56,20 @@ double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
     return c->gpu ? c->memory : c->memory / plait_cluster_ranks_per_node(c, ranks);
 }
 
-/* The optimizer's ZeRO stage and the bucket its gradients move in: the
- * layout's bucket, else the config's ([parallel.dp] or [optim.zeroN]
- * bucket_size), else the plugins' default 25 MB. */
+double plait_cost_bucket_bytes(const plait_config *cfg, const char *optim, int bucket_mb) {
+    if (bucket_mb > 0) return bucket_mb * 1e6;
+    plait_value v;
+    char sec[48];
+    snprintf(sec, sizeof sec, plait_cost_zero_stage(optim) ? "optim.%s" : "parallel.dp", optim);
+    return plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i : 25.0 * 1024 * 1024; /* "25M" */
+}
+
+/* The optimizer's ZeRO stage and the bucket its gradients move in
+ * (plait_cost_bucket_bytes). */
 static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *bucket) {
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     *zero = plait_cost_zero_stage(optim);
-    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25.0 * 1024 * 1024; /* "25M" */
-    plait_value v;
-    char sec[48];
-    snprintf(sec, sizeof sec, *zero ? "optim.%s" : "parallel.dp", optim);
-    if (bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) *bucket = (double)v.i;
+    *bucket = plait_cost_bucket_bytes(cfg, optim, bucket_mb);
 }
 
 /* (coll/compress.h's sizes) */

@@ -185,6 +185,12 @@ plait_status plait_cost_check_masters(const plait_config *cfg, int bf16);
  * plait_cost_device.bf16_tensors), else 4. */
 double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, const plait_cost_device *dev);
 
+/* The bucket optimizer `optim`'s gradients move in, in bytes: bucket_mb
+ * (a layout's) when > 0, else config `cfg`'s ([parallel.dp] or
+ * [optim.zeroN] bucket_size), else the plugins' default 25M. A ZeRO
+ * optimizer's units are at most one bucket, or one tensor larger. */
+double plait_cost_bucket_bytes(const plait_config *cfg, const char *optim, int bucket_mb);
+
 /* The job settings of layout `l` in context `x`. */
 void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out);
 

@@ -14,7 +14,8 @@
  * group), or whole by the first ep ranks of the DP group; at tp × ep each
  * tp rank's own slice of their width, a slice cut twice (index.json's
  * version 2). A rank holds one tensor's part at a time beside its own
- * state (a buffer of its largest local slice). Tied copies and the rank's
+ * state (a buffer of the largest part it writes: under ZeRO-3 its range
+ * of a slice, not the slice). Tied copies and the rank's
  * kept buffers are not in the shard files: the first are their original,
  * the second go to rank 0's optim.safetensors as in a gathered save. A
  * model buffer (the routers' selection bias), whole on every rank of its
@@ -90,7 +91,8 @@ static int held_first(const plait_run *run, const plait_param *lp) {
 }
 
 /* The rank's part of every stored tensor, in global order (parameters, each
- * with its states after it). */
+ * with its states after it); *most: the largest part's elements, what the
+ * export buffer holds (a part of count 0 is never exported into it). */
 static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t *most) {
     const plait_model_spec *spec = run->model.spec;
     int shard_api = PLAIT_OPTIM_HAS(run->optim.ops, export_shard);
@@ -107,7 +109,7 @@ static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t
             if (buffer) { /* the model's, whole on the stage's ranks: the first writes it (states: zeros) */
                 *p = (part){.g = g, .k = k, .lp = &spec->params[g], .buffer = 1};
                 if (run->world.mesh.dpcp_rank == 0 && run->world.mesh.tp_rank == 0) p->count = p->lp->numel;
-                if (p->lp->numel > *most) *most = p->lp->numel;
+                if (p->count > *most) *most = p->count;
                 continue;
             }
             if (!p->lp) continue;
@@ -125,7 +127,7 @@ static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t
             } else if (held_first(run, p->lp)) {
                 p->count = p->lp->numel;
             }
-            if (p->lp->numel > *most) *most = p->lp->numel;
+            if (p->count > *most) *most = p->count;
         }
     }
     return PLAIT_OK;

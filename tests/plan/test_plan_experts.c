@@ -349,13 +349,17 @@ static void test_ep_checkpoint(void **state) {
  * elements, of which rank 0 holds E / ep (ep 2: 32768; ep 4: 16384, as
  * large as the token embedding's 256 x 64) or, at tp 2, each expert's half
  * (32768). Gathered (run_ckpt.c): the full tensor, rank 0's slice and at tp
- * 2 the two tp slices; sharded (run_ckpt_shard.c): its slice, whole under
- * ZeRO-3 too (which exports ranges of it). */
+ * 2 the two tp slices; sharded (run_ckpt_shard.c): the largest part rank
+ * 0 exports: its slice, but under ZeRO-3 its range of the slice's unit.
+ * With the default 25M bucket a layer's experts make one unit, over the
+ * dp / ep ranks holding the same experts, whose first range holds c_fc's
+ * slice whole; with 16K buckets (4096 elements) that slice is a unit
+ * alone, rank 0's range 1/4 of it at dp 4 (16384), 1/2 at dp 4 ep 2. */
 static void test_ep_checkpoint_buffers(void **state) {
     (void)state;
     plait_host_install();
     static const struct {
-        const char *layout[3];
+        const char *layout[4];
         double gathered, sharded;
     } want[] = {
         {{"parallel.dp=4", "parallel.ep=2", "optim.plugin=adam"}, 4.0 * (65536 + 32768), 4.0 * 32768},
@@ -363,20 +367,26 @@ static void test_ep_checkpoint_buffers(void **state) {
         {{"parallel.dp=4", "parallel.ep=4", "optim.plugin=adam"}, 4.0 * (65536 + 16384), 4.0 * 16384},
         {{"parallel.dp=2", "parallel.pp=2", "parallel.ep=2"}, 4.0 * (65536 + 32768), 4.0 * 32768},
         {{"parallel.dp=2", "parallel.tp=2", "optim.plugin=adam"}, 4.0 * (65536 + 32768 + 2 * 32768), 4.0 * 32768},
+        {{"parallel.dp=4", "optim.plugin=zero3", "optim.zero3.bucket_size=16K"}, 4.0 * (65536 + 65536), 4.0 * 16384},
+        {{"parallel.dp=4", "parallel.ep=2", "optim.plugin=zero3", "optim.zero3.bucket_size=16K"},
+         4.0 * (65536 + 32768),
+         4.0 * 16384},
     };
     plait_cluster c;
     plait_cluster_default(&c);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        char par[] = "parallel.plugin=hybrid", a[32], b[32], d[32];
-        snprintf(a, sizeof a, "%s", want[i].layout[0]);
-        snprintf(b, sizeof b, "%s", want[i].layout[1]);
-        snprintf(d, sizeof d, "%s", want[i].layout[2]);
-        char *over[] = {par, a, b, d};
+        char par[] = "parallel.plugin=hybrid", a[4][48];
+        char *over[5] = {par};
+        int n = 1;
+        for (int j = 0; j < 4 && want[i].layout[j]; j++) {
+            snprintf(a[j], sizeof a[j], "%s", want[i].layout[j]);
+            over[n++] = a[j];
+        }
         plait_config *cfg = NULL;
-        assert_int_equal(load_moe(NULL, 4, over, &cfg), PLAIT_OK);
+        assert_int_equal(load_moe(NULL, n, over, &cfg), PLAIT_OK);
         plait_cost_ckpt k;
         assert_int_equal(plait_cost_ckpt_of_config(cfg, NULL, 0, &c, &k), PLAIT_OK);
-        print_message("%s %s %s: rank 0 holds %.0f bytes more gathered, %.0f sharded\n", a, b, d,
+        print_message("%s %s %s: rank 0 holds %.0f bytes more gathered, %.0f sharded\n", a[0], a[1], a[2],
                       k.gathered.rank0_extra, k.sharded.rank0_extra);
         NEAR(k.largest, 65536.0);
         NEAR(k.gathered.rank0_extra, want[i].gathered);
