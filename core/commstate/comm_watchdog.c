@@ -2,6 +2,7 @@
 #include "commstate/comm_watchdog.h"
 #include "commstate/comm_state.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,7 +35,8 @@ static _Thread_local slot *t_slot;
 static _Thread_local int t_unwatched; /* every slot was taken when this thread asked */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int g_started; /* the watchdog thread runs in this process */
+static _Atomic int g_started; /* the watchdog thread was made in this process */
+static _Atomic int g_running; /* ... and has reached its loop */
 static pthread_key_t g_key;
 static int g_key_made;
 
@@ -67,6 +69,7 @@ static void after_fork_child(void) {
         atomic_store(&g_slots[i].owned, 0);
     }
     atomic_store(&g_started, 0);
+    atomic_store(&g_running, 0);
     t_unwatched = 0;
     pthread_mutex_unlock(&g_lock);
 }
@@ -111,6 +114,7 @@ static void *watch(void *arg) {
     double inside[SLOTS] = {0};
     struct timespec prev;
     clock_gettime(CLOCK_MONOTONIC, &prev);
+    atomic_store(&g_running, 1);
     for (;;) {
         struct timespec tick = {0, TICK_NS}, now;
         nanosleep(&tick, NULL);
@@ -143,20 +147,51 @@ static void *watch(void *arg) {
     return NULL;
 }
 
+static void nap_ms(long ms) {
+    struct timespec t = {0, ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* Make the watchdog's thread, retrying a while where the process is out
+ * of threads for now (EAGAIN); 0 when none could be made. */
+static int make_thread(void) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 256 << 10);
+    int rc = 0;
+    for (int i = 0; i < 50; i++) {
+        pthread_t th;
+        if ((rc = pthread_create(&th, &at, watch, NULL)) != EAGAIN) break;
+        nap_ms(20);
+    }
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        PLAIT_WARN("comm",
+                   "the watchdog over comm plugin calls could not start its thread (%s): calls are unwatched "
+                   "until a later call starts it, and a stuck plugin would hang this rank",
+                   strerror(rc));
+        return 0;
+    }
+    return 1;
+}
+
 void plait_watchdog_start(void) {
     pthread_mutex_lock(&g_lock);
     if (!g_key_made) {
         g_key_made = pthread_key_create(&g_key, release_slot) == 0 ? 1 : -1;
         if (g_key_made == 1) pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     }
-    if (!atomic_load(&g_started)) {
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&at, 256 << 10);
-        atomic_store(&g_started, pthread_create(&th, &at, watch, NULL) == 0);
-        pthread_attr_destroy(&at);
+    if (!atomic_load(&g_started) && make_thread()) {
+        atomic_store(&g_started, 1);
+        /* return once the thread runs its loop: a fork() or a call right
+         * after this finds a watchdog that looks, not one still starting
+         * (a thread forked away mid-start, in a runtime that takes locks
+         * there, would never start in the child) */
+        for (int i = 0; i < 2000 && !atomic_load(&g_running); i++) nap_ms(1);
+        if (!atomic_load(&g_running))
+            PLAIT_WARN("comm", "the watchdog over comm plugin calls has not started running after 2 s; calls are "
+                               "watched once it does");
     }
     pthread_mutex_unlock(&g_lock);
 }

@@ -15,8 +15,10 @@
  * (comm_state.c) are bracketed by plait_watchdog_enter/leave. The core
  * makes no reg()/dereg() calls, and the stream and event calls only
  * enqueue on a device stream and are not watched. One process-wide thread,
- * started by the first call (a rank's first is its world's init()), looks
- * at the calls in flight five times a second; a call still
+ * started by the first call (a rank's first is its world's init(); the
+ * call goes on once the thread runs, and a thread that cannot be made is
+ * warned about in the log), looks at the calls in flight five times a
+ * second; a call still
  * inside the plugin past its limit (the timeout it was given plus a grace,
  * plait_watchdog_limit) ends the process: it prints what was stuck (the
  * plugin, the function, the communicator, the peer, the rule of
