@@ -168,11 +168,9 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
      * next stage, shares the buffer its gradient arrives in */
     if (last <= s->L) boundaries--;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
-    /* under a bf16 residual stream, those both written and read in the
-     * slot (l and l + 1 in it) are bf16 (model/model_slots.c) */
-    int own = s->res16 ? imin(last - 1, s->L) - imax(first, 0) + 1 : 0;
-    if (own < 0) own = 0;
-    if (boundaries > 0) f += (boundaries - own) * al(BTCq) + own * bh(BTCq);
+    /* under a bf16 residual stream each of them is bf16, those the slot
+     * writes and reads and the one it receives (model/model_slots.c) */
+    if (boundaries > 0) f += boundaries * (s->res16 ? bh(BTCq) : al(BTCq));
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
     /* the head: ln_f's output (gathered) and the logits (under a bf16
      * head, which computes the logits a chunk at a time in the scratch,

@@ -474,6 +474,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->stage = args->stage;
     m->n_layers = desc->spec.n_layers;
     m->max_slots = args->max_slots;
+    m->staged_slot = -1;
     m->split = args->split_backward != 0;
     m->param = calloc((size_t)desc->spec.n_params, sizeof *m->param);
     m->local_layer = calloc((size_t)m->n_layers, 1);
@@ -622,12 +623,23 @@ static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_
                            (int)slot, (int)s->first, (int)s->last, (int)layer);
 }
 
+/* A received boundary staged in res_x (plait_model_boundary) rounded into
+ * its slot's bf16 store: exact, the sender's residual stream being bf16
+ * already. Before anything else writes res_x. */
+static void staged_store(plait_model *m) {
+    if (m->staged_slot < 0) return;
+    model_slot *s = &m->slots[m->staged_slot];
+    m->staged_slot = -1;
+    m->k->to_bf16(s->bound16[m->staged_layer], m->res_x, (size_t)(m->R * m->C));
+}
+
 /* Under a bf16 residual stream, the boundaries a slot stores in bf16 that
  * `layer` reads (its input, widened into res_x) and, in a forward, writes
  * (its output, into res_y), as float32 while the layer runs: the layer
  * bodies read and write s->bound as ever. */
 static void residual_open(plait_model *m, model_slot *s, int32_t layer, int forward) {
     if (!m->residual_bf16) return;
+    staged_store(m); /* before res_x is written */
     const int32_t L = m->desc->n_layer;
     if (layer >= 1 && layer - 1 <= L && s->bound16[layer - 1]) {
         m->k->from_bf16(m->res_x, s->bound16[layer - 1], (size_t)(m->R * m->C));
@@ -800,7 +812,17 @@ const float *plait_model_logits(const plait_model *m, int32_t slot) {
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer) {
     model_slot *s = NULL;
     if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
-    return s->bound[layer];
+    /* a received boundary the slot stores in bf16 arrives in res_x, free
+     * between layers; one staged there before is stored first */
+    if (!s->bound16[layer] || plait_model_slot_has(m, s, layer)) return s->bound[layer];
+    staged_store(m);
+    m->staged_slot = slot;
+    m->staged_layer = layer;
+    return m->res_x;
+}
+
+void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer) {
+    if (m->staged_slot == slot && m->staged_layer == layer) staged_store(m);
 }
 
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {

@@ -388,7 +388,8 @@ const float *plait_model_logits(const plait_model *m, int32_t slot);
 /* Residual-stream buffer [B,T,C] holding the output of `layer` (and, for the
  * pipeline, the input of layer+1), and the buffer for its gradient, for
  * layer in [0, n_layer] (NULL otherwise, or if the slot cannot be
- * allocated). Valid for the slot's lifetime. Gradient buffers alternate by
+ * allocated). Valid for the slot's lifetime (a received boundary stored in
+ * bf16 apart: plait_model_boundary_store). Gradient buffers alternate by
  * layer parity: the backward of layer l reads boundary_grad(l) and writes
  * boundary_grad(l-1), so boundary_grad(l)'s contents last until the
  * backward of layer l-1 (enough to send it after the backward of l).
@@ -398,6 +399,15 @@ const float *plait_model_logits(const plait_model *m, int32_t slot);
  * buffer out drops that copy, so what the caller writes is read. */
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
+/* Under a bf16 residual stream a slot stores the boundary it receives
+ * (the input of its first layer, another stage's output) in bf16, as it
+ * stores those it writes itself: plait_model_boundary then hands out a
+ * float32 buffer shared by the slots, and this call rounds what the
+ * caller wrote there into the slot: exact where the values are bf16
+ * already, as a bf16 residual stream's are. The model's next layer call or
+ * plait_model_boundary call that stages another stores it at the latest,
+ * so write the buffer before either. A no-op for any other boundary. */
+void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer);
 /* Elements of one boundary buffer: B*T*C, or this rank's B*T/tp rows
  * of C under sequence parallelism (what a pipeline stage sends). */
 size_t plait_model_boundary_numel(const plait_model *m);

@@ -282,6 +282,11 @@ struct plait_model {
     int residual_bf16;
     float *res_x, *res_y;
     size_t res_bytes;
+    /* The boundary a slot receives, stored in bf16: the caller writes it
+     * into res_x, free between layers (plait_model_boundary), and
+     * plait_model_boundary_store, or the model's next use of res_x, rounds
+     * it into the slot; staged_slot -1: nothing waits there */
+    int32_t staged_slot, staged_layer;
     /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
      * float32, over the blocks' float32 residual stream */

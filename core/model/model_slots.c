@@ -36,6 +36,7 @@ plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first
 
 void plait_model_slot_release(plait_model *m, model_slot *s) {
     m->dres_of = NULL; /* it may point into this slot, whose memory a later one may reuse */
+    if (m->staged_slot >= 0 && &m->slots[m->staged_slot] == s) m->staged_slot = -1;
     if (s->mem) {
         plait_device_free(s->mem);
         m->act_bytes -= s->mem_bytes;
@@ -175,7 +176,9 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
          * sent, so the send has read it by then (train/step_pipeline.c) */
         if (out && !in) {
             if (base) s->bound[l] = s->gbuf[l & 1];
-        } else if (out && in && m->residual_bf16) { /* the slot's own, rounded to bf16 when written */
+        } else if (in && m->residual_bf16) {
+            /* the slot's own, rounded to bf16 when written, or received
+             * (bf16 values already: plait_model_boundary_store) */
             TAKE_BF16(s->bound16[l], R * C);
         } else if (out || in) {
             TAKE(s->bound[l], R * C);

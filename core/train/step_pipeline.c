@@ -259,8 +259,11 @@ plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t m
     int32_t b = run->work.first_layer[chunk] - 1, slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
-    return pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b),
-                   pp_tag(ACTIVATION, b, mb), t);
+    st = pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b), pp_tag(ACTIVATION, b, mb),
+                 t);
+    /* receives block, so it is all there: into the slot's bf16 store, under a bf16 residual stream */
+    if (st == PLAIT_OK) plait_model_boundary_store(run->model.instance, slot, b);
+    return st;
 }
 
 plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {

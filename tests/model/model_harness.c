@@ -117,7 +117,8 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
                                     .split_backward = o->split_backward,
                                     .kernels = o->kernels,
                                     .activations_bf16 = o->activations_bf16,
-                                    .params_gathered = o->params_gathered};
+                                    .params_gathered = o->params_gathered,
+                                    .residual_bf16 = o->residual_bf16};
     if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }

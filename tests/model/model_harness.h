@@ -49,6 +49,7 @@ typedef struct harness_opts {
     int activations_bf16;       /* plait_model_create_args.activations_bf16 */
     int stale_weights;          /* harness_trace_run: no plait_model_weights_changed after its updates */
     int params_gathered;        /* plait_model_create_args.params_gathered */
+    int residual_bf16;          /* plait_model_create_args.residual_bf16 */
 } harness_opts;
 
 /* The CPU's kernel table without the fused attention (ABI 1.7): a model

@@ -16,8 +16,10 @@
  * where a block of the same rank reads it, splits its backward in two
  * halves with the one pass's bits, keeps its weight copy one layer at a
  * time where the parameters are gathered so (ZeRO-3) with the whole
- * copy's bits, is granted only where every piece exists, and refuses to
- * keep float32 logits it does not have.
+ * copy's bits, is granted only where every piece exists, refuses to
+ * keep float32 logits it does not have, and under a bf16 residual stream
+ * stores the boundary a pipeline stage receives in bf16 with the one-stage
+ * model's bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -580,6 +582,81 @@ static void test_granted_only_where_whole(void **state) {
 }
 
 /* A forward that would keep float32 logits is refused, naming why. */
+/* A bf16 residual stream split over two stages (embedding, h.0, h.1 |
+ * h.2, h.3, head), two micro-batches in flight: the later stage stores the
+ * boundary it receives in bf16, as it stores those it writes itself, so
+ * its activation bytes exceed the float32 stream's by just the running
+ * layer's two float32 buffers less half of each of its three boundaries
+ * (received, h.2's, h.3's); its losses and gradients are the one-stage
+ * model's bits. */
+static void test_received_boundary_in_bf16(void **state) {
+    (void)state;
+    const int32_t stages[6] = {0, 0, 0, 1, 1, 1}, B = 2;
+    harness full, st0, st1, f32;
+    harness_opts of = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1, .residual_bf16 = 1};
+    harness_opts o0 = of, o1 = of, o32 = of;
+    o0.layer_stage = o1.layer_stage = o32.layer_stage = stages;
+    o0.max_slots = o1.max_slots = o32.max_slots = 2;
+    o1.stage = o32.stage = 1;
+    o32.residual_bf16 = 0;
+    const char *ini = "[run]\nseed = 5\n[model]\nn_layer = 4\nn_head = 4\nn_embd = 32\nblock_size = 32\n"
+                      "vocab_size = 100\n";
+    assert_int_equal(harness_init_ex(&full, ini, B, &of), 0);
+    assert_int_equal(harness_init_ex(&st0, ini, B, &o0), 0);
+    assert_int_equal(harness_init_ex(&st1, ini, B, &o1), 0);
+    assert_int_equal(harness_init_ex(&f32, ini, B, &o32), 0);
+    const size_t n = (size_t)B * (size_t)full.T, nb = plait_model_boundary_numel(full.model);
+    int32_t *tok = malloc(2 * n * sizeof *tok), *tgt = malloc(2 * n * sizeof *tgt);
+    harness_tokens(tok, 2 * n, full.V, 5);
+    harness_tokens(tgt, 2 * n, full.V, 6);
+    double loss[2];
+    for (int32_t mb = 0; mb < 2; mb++) {
+        assert_int_equal(harness_step(&full, tok + mb * n, tgt + mb * n), PLAIT_OK);
+        loss[mb] = plait_model_loss_sum(full.model, 0);
+    }
+    for (int32_t slot = 0; slot < 2; slot++) { /* both forwards, then both backwards */
+        assert_int_equal(plait_model_set_batch(st0.model, slot, tok + slot * n, NULL), PLAIT_OK);
+        assert_int_equal(plait_model_set_batch(st1.model, slot, NULL, tgt + slot * n), PLAIT_OK);
+        for (int32_t l = 0; l <= 2; l++) assert_int_equal(plait_model_forward_layer(st0.model, l, slot), PLAIT_OK);
+        float *in = plait_model_boundary(st1.model, slot, 2);
+        assert_non_null(in);
+        memcpy(in, plait_model_boundary(st0.model, slot, 2), nb * sizeof(float));
+        plait_model_boundary_store(st1.model, slot, 2);
+    }
+    for (int32_t slot = 0; slot < 2; slot++) {
+        for (int32_t l = 3; l <= 5; l++) assert_int_equal(plait_model_forward_layer(st1.model, l, slot), PLAIT_OK);
+        assert_true(plait_model_loss_sum(st1.model, slot) == loss[slot]);
+        for (int32_t l = 5; l >= 3; l--) assert_int_equal(plait_model_backward_layer(st1.model, l, slot), PLAIT_OK);
+        memcpy(plait_model_boundary_grad(st0.model, slot, 2), plait_model_boundary_grad(st1.model, slot, 2),
+               nb * sizeof(float));
+        for (int32_t l = 2; l >= 0; l--) assert_int_equal(plait_model_backward_layer(st0.model, l, slot), PLAIT_OK);
+    }
+    for (int32_t i = 0; i < full.set.n_params; i++) {
+        const plait_param *f = &full.params[i];
+        const plait_param *p = f->layer <= 2 ? &st0.params[i] : &st1.params[i];
+        assert_memory_equal(p->grad, f->grad, f->numel * sizeof(float));
+    }
+    /* the float32 stream's stage 1, its slots used as st1's */
+    for (int32_t slot = 0; slot < 2; slot++) {
+        assert_int_equal(plait_model_set_batch(f32.model, slot, NULL, tgt + slot * n), PLAIT_OK);
+        memcpy(plait_model_boundary(f32.model, slot, 2), plait_model_boundary(st0.model, slot, 2), nb * sizeof(float));
+        for (int32_t l = 3; l <= 5; l++) assert_int_equal(plait_model_forward_layer(f32.model, l, slot), PLAIT_OK);
+        for (int32_t l = 5; l >= 3; l--) assert_int_equal(plait_model_backward_layer(f32.model, l, slot), PLAIT_OK);
+    }
+    const uint64_t fb = (uint64_t)nb * sizeof(float); /* nb: a multiple of the slots' alignment */
+    printf("stage 1's activation bytes: float32 stream %llu, bf16 stream %llu\n",
+           (unsigned long long)plait_model_activation_bytes(f32.model),
+           (unsigned long long)plait_model_activation_bytes(st1.model));
+    assert_true(plait_model_activation_bytes(st1.model) + 2 * 3 * fb / 2 ==
+                plait_model_activation_bytes(f32.model) + 2 * fb);
+    free(tok);
+    free(tgt);
+    harness_free(&full);
+    harness_free(&st0);
+    harness_free(&st1);
+    harness_free(&f32);
+}
+
 static void test_no_float32_logits(void **state) {
     (void)state;
     harness h;
@@ -614,6 +691,7 @@ int main(void) {
         cmocka_unit_test(test_copy_per_layer),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
+        cmocka_unit_test(test_received_boundary_in_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

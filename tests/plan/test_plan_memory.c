@@ -14,7 +14,7 @@
  * model grants them, float32 otherwise; the llama arch's bf16 blocks
  * under tp 2 with sequence parallelism, tp 2 with full recomputation,
  * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2; a
- * bf16 residual stream in one process, at pp 2 and under tp 2 with
+ * bf16 residual stream in one process, at pp 2 (interleaved too) and under tp 2 with
  * sequence parallelism),
  * the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
@@ -72,7 +72,7 @@ static int teardown(void **state) {
 
 typedef struct layout {
     const char *name;
-    const char *over[8]; /* NULL-terminated */
+    const char *over[10]; /* NULL-terminated */
     int emu;             /* needs the cuda_emu device */
     int bf16;            /* the model stores bf16 activations */
     int states_only;     /* parameters, gradients and optimizer state compared, not the activations */
@@ -335,14 +335,22 @@ static const layout layouts[] = {
      1},
     /* a bf16 residual stream: the boundaries a slot writes and reads
      * itself in bf16, the running layer's input and output float32 in two
-     * buffers all share; at pp 2 a stage's sent and received boundaries
-     * stay float32; under sequence parallelism on this rank's rows */
+     * buffers all share; at pp 2 a stage's received boundary in bf16 too,
+     * its sent one float32 (the buffer its gradient arrives in), through
+     * the two chunks of an interleaved stage as well; under sequence
+     * parallelism on this rank's rows */
     {"cuda_emu bf16 residual bf16 full",
      {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "model.recompute=full", NULL},
      1,
      1},
     {"cuda_emu bf16 residual bf16 pp2",
      {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "parallel.pp=2", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cuda_emu bf16 residual bf16 pp2 interleaved v2 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "parallel.pp=2",
+      "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2", "data.micro_batch=1", "model.recompute=full",
+      NULL},
      1,
      1},
     {"cuda_emu llama residual bf16 tp2 sp",

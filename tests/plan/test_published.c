@@ -31,7 +31,7 @@
 /* What the goals' tests hold: the counts met now, so that they cannot
  * regress unnoticed (docs/plan.md gives the table they come from). */
 /* of the 35 published layouts, fitting plait's count */
-#define MIN_FITTING 31
+#define MIN_FITTING 33
 /* predicted within 15% */
 #define MIN_WITHIN_15 25
 #define MAX_MEDIAN_MFU 5.0 /* points between the predicted and the measured MFU, the median */
