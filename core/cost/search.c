@@ -169,20 +169,21 @@ typedef struct verdict {
     size_t family;
 } verdict;
 
-/* The settings the rules read (same_rules's and the optimizer, which the
- * experts' rule is given), the others zero. */
+/* The settings the rules read (same_rules's, and with experts split the
+ * optimizer, which the experts' rule is given), the others zero: without
+ * ep the optimizers share their verdict. */
 static void rules_key(const plait_cost_layout *l, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->cp = l->cp, key->ep = l->ep;
     key->micro_batch = l->micro_batch, key->sp = l->sp, key->chunks = l->chunks;
     memcpy(key->schedule, l->schedule, sizeof key->schedule);
-    memcpy(key->optim, l->optim, sizeof key->optim);
+    if (l->ep > 1) memcpy(key->optim, l->optim, sizeof key->optim);
 }
 
 /* Layout lay[i] against the rules: 1 when set aside (joining its family),
  * 0 when it is to be weighed, -1 out of memory. *prev: whether lay[i - 1]
  * was set aside. A layout the rules read as one weighed before gets its
- * verdict (the recompute modes of a refused family: formatting the same
+ * verdict (the optimizers and recompute modes of a refused family: formatting the same
  * reason again was most of the rules' time). */
 static int set_aside(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                      const plait_cost_layout *lay, size_t i, int *prev, families *fs, plait_cost_memo *memo) {
