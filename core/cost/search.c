@@ -17,7 +17,29 @@ typedef struct weighed {
     double tokens_per_s;
     double mem;
     int fits;
+    size_t kept; /* 1 + its figures' index among the kept rows, 0 = not kept */
 } weighed;
+
+/* The figures of every fitting layout as weighed, for `--top all` to show
+ * without weighing them again (the rows past the confirmed ones: at
+ * 3,072 ranks thousands, weighed again a quarter of the search's time). */
+typedef struct kept_rows {
+    plait_cost_result *r;
+    size_t n, cap;
+} kept_rows;
+
+/* 1 + the index of the copy of *r kept, or 0 when out of memory (then
+ * that row is weighed again). */
+static size_t keep_row(kept_rows *k, const plait_cost_result *r) {
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 256;
+        plait_cost_result *n = realloc(k->r, cap * sizeof *n);
+        if (!n) return 0;
+        k->r = n, k->cap = cap;
+    }
+    k->r[k->n] = *r;
+    return ++k->n;
+}
 
 typedef struct families {
     plait_cost_family *f;
@@ -272,12 +294,15 @@ static int weigh_shape(plait_cost_model *m, plait_cost_memo *memo, plait_config 
     return 0;
 }
 
-/* The next result of `out`, ranked by layout `l`'s shape alone. */
+/* The next result of `out`, ranked by layout `l`'s shape alone: its
+ * figures as kept (`kept` of weighed), else weighed again. */
 static int shape_row(plait_cost_model *m, plait_config *cfg, config_reads *reads, const plait_cost_ctx *x,
-                     const plait_cost_layout *l, int block_size, plait_cost_rank *stages, plait_cost_search *out) {
+                     const plait_cost_layout *l, int block_size, plait_cost_rank *stages, const kept_rows *rows,
+                     size_t kept, plait_cost_search *out) {
     plait_cost_result *r = &out->results[out->n];
-    memset(r, 0, sizeof *r);
-    if (weigh_shape(m, NULL, cfg, reads, x, l, block_size, 1, stages, r) != 0) return -1;
+    if (kept) *r = rows->r[kept - 1];
+    else memset(r, 0, sizeof *r);
+    if (!kept && weigh_shape(m, NULL, cfg, reads, x, l, block_size, 1, stages, r) != 0) return -1;
     out->shape_only++;
     out->n++;
     return 0;
@@ -295,10 +320,28 @@ typedef struct triple {
     int dp, tp, pp, cp, ep, fits;
     double least;
     size_t least_index;
+    size_t members; /* its layouts weighed (the enumeration keeps a family's together) */
 } triple;
 
 static triple triple_of(const plait_cost_layout *l, double mem, size_t i) {
     return (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .ep = l->ep, .least = mem, .least_index = i};
+}
+
+/* Each family none of whose weighed layouts fits the `limit` (bytes), said
+ * once with its least memory and counting them all; 0, or -1 when out of
+ * memory. */
+static int unfit_families(const triple *tri, size_t nt, const plait_cost_layout *lay, double limit, families *fs) {
+    for (size_t k = 0; k < nt; k++) {
+        if (tri[k].fits) continue;
+        char family[96], why[512], least[128];
+        family_of(&lay[tri[k].least_index], "", family, sizeof family);
+        plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
+        snprintf(why, sizeof why, "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed",
+                 tri[k].least / 1048576.0, least, limit / 1048576.0);
+        if (add_family(fs, family, why, 1) != 0) return -1;
+        fs->f[fs->last].layouts = tri[k].members;
+    }
+    return 0;
 }
 
 plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
@@ -318,6 +361,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     families fs = {0};
     plait_cost_plans *plans = NULL;
     search_memo memo = {.rules = plait_cost_memo_new(), .stages = plait_cost_memo_new()};
+    kept_rows rows = {0};
     if (!lay || !w || !stages || !scratch || !tri || !memo.rules || !memo.stages) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
         goto done;
@@ -335,14 +379,19 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         if (aside < 0) goto oom;
         out->refused += (size_t)aside;
         if (aside) continue;
+        if (show == PLAIT_COST_SHOW_ALL) memset(scratch, 0, sizeof *scratch); /* kept as shape_row weighs it */
         if (weigh_shape(m, memo.stages, cfg, &reads, x, l, block_size, show == 0, stages, scratch) != 0) goto oom;
-        w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
-                            .fits = scratch->fits};
+        w[nw++] = (weighed){.index = i,
+                            .tokens_per_s = scratch->tokens_per_s,
+                            .mem = scratch->mem.total,
+                            .fits = scratch->fits,
+                            .kept = show == PLAIT_COST_SHOW_ALL && scratch->fits ? keep_row(&rows, scratch) : 0};
         out->fitting += scratch->fits != 0;
         if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp ||
             tri[nt - 1].cp != l->cp || tri[nt - 1].ep != l->ep)
             tri[nt++] = triple_of(l, scratch->mem.total, i);
         triple *t = &tri[nt - 1];
+        t->members++;
         t->fits |= scratch->fits;
         if (scratch->mem.total < t->least) {
             t->least = scratch->mem.total;
@@ -350,25 +399,9 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         }
     }
     out->weighed = nw;
-    for (size_t k = 0; k < nt; k++) {
-        if (tri[k].fits) continue;
-        char family[96], why[512], least[128];
-        family_of(&lay[tri[k].least_index], "", family, sizeof family);
-        plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
-        double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks);
-        snprintf(why, sizeof why,
-                 "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed", tri[k].least / 1048576.0,
-                 least, limit / 1048576.0);
-        if (add_family(&fs, family, why, 1) != 0) goto oom;
-        /* every layout of the family is over: count them */
-        size_t members = 0;
-        for (size_t i = 0; i < nw; i++) {
-            const plait_cost_layout *l = &lay[w[i].index];
-            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp && l->cp == tri[k].cp &&
-                       l->ep == tri[k].ep;
-        }
-        fs.f[fs.last].layouts = members;
-    }
+    if (unfit_families(tri, nt, lay, x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks),
+                       &fs) != 0)
+        goto oom;
     qsort(w, nw, sizeof *w, by_weight);
     /* the best through their plugin's plan: its refusal sets a layout
      * aside (and the next one is tried); the figures shown are its */
@@ -380,7 +413,8 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
         if (show == PLAIT_COST_SHOW_ALL && out->confirmed >= PLAIT_COST_CONFIRM) { /* ranked only */
-            if (shape_row(m, cfg, &reads, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
+            if (shape_row(m, cfg, &reads, x, &lay[w[i].index], block_size, stages, &rows, w[i].kept, out) != 0)
+                goto oom;
             continue;
         }
         st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
@@ -407,6 +441,7 @@ done:
     plait_cost_plans_free(plans);
     plait_cost_memo_free(memo.rules);
     plait_cost_memo_free(memo.stages);
+    free(rows.r);
     out->families = fs.f;
     out->n_families = fs.n;
     free(tri);
