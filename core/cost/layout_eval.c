@@ -216,6 +216,20 @@ double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, con
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
                        double bucket_bytes, int block_size, plait_cost_result *out) {
+    plait_cost_finish_memory(stages, l, x, bucket_bytes, block_size, out);
+    plait_cost_finish_time(stages, l, x, bucket_bytes, out);
+}
+
+void plait_cost_finish_time(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                            double bucket_bytes, plait_cost_result *out) {
+    plait_cost_job j;
+    plait_cost_job_of(l, x, bucket_bytes, &j);
+    plait_cost_step_time(stages, &j, x->cluster, &out->time);
+    out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
+}
+
+void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                              double bucket_bytes, int block_size, plait_cost_result *out) {
     plait_cost_job j;
     plait_cost_job_of(l, x, bucket_bytes, &j);
     out->valid = 1;
@@ -230,9 +244,7 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
         }
         out->flops_per_step += stages[s].flops * l->dp * plait_cost_layout_cp(l) * l->tp;
     }
-    plait_cost_step_time(stages, &j, x->cluster, &out->time);
     out->tokens_per_step = (double)x->global_batch * block_size;
-    out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
     double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, plait_cost_layout_ranks(l));
     out->fits = !(limit > 0 && out->mem.total > limit);
     out->why[0] = 0;

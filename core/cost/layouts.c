@@ -221,6 +221,26 @@ static void copy_name(char *dst, size_t len, const char *src) {
     dst[n] = 0;
 }
 
+/* The layout of dp, tp, pp, cp and ep (sizes) at the other axes' value
+ * indices i (a schedule and an optimizer of the enumeration's choosing). */
+static void layout_at(const int sizes[5], const char *sched, int interleaved, const char *opt,
+                      int64_t v[][PLAIT_COST_MAX_VALUES], const char *t[][PLAIT_COST_MAX_VALUES], const int *i,
+                      plait_cost_layout *l) {
+    memset(l, 0, sizeof *l);
+    l->dp = sizes[0], l->tp = sizes[1], l->pp = sizes[2], l->cp = sizes[3], l->ep = sizes[4];
+    copy_name(l->schedule, sizeof l->schedule, sched ? sched : "");
+    l->chunks = interleaved ? (int)v[PLAIT_AXIS_N_CHUNKS][i[PLAIT_AXIS_N_CHUNKS]] : 1;
+    if (interleaved && l->chunks < 2) l->chunks = 2;
+    copy_name(l->optim, sizeof l->optim, opt);
+    l->micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
+    const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
+    l->recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
+    l->bucket_mb = l->dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
+    const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
+    copy_name(l->comm, sizeof l->comm, comm ? comm : "tcp");
+    l->sp = l->tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
+}
+
 size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, size_t cap) {
     int64_t v[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
     const char *t[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
@@ -253,36 +273,22 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                     if (tp == 1) n[PLAIT_AXIS_N_SP] = 1; /* sequence parallelism splits over the tp group */
                     int i[PLAIT_AXIS_N_COUNT] = {0};
                     for (;;) {
-                        plait_cost_layout l;
-                        memset(&l, 0, sizeof l);
-                        l.dp = dp;
-                        l.tp = tp;
-                        l.pp = pp;
                         const char *sched = pp > 1 ? t[PLAIT_AXIS_N_SCHEDULE][i[PLAIT_AXIS_N_SCHEDULE]] : "";
-                        copy_name(l.schedule, sizeof l.schedule, sched ? sched : "");
-                        int interleaved = strcmp(l.schedule, "interleaved") == 0;
-                        l.chunks = interleaved ? (int)v[PLAIT_AXIS_N_CHUNKS][i[PLAIT_AXIS_N_CHUNKS]] : 1;
-                        if (interleaved && l.chunks < 2) l.chunks = 2;
+                        int interleaved = sched && strcmp(sched, "interleaved") == 0;
                         const char *opt = t[PLAIT_AXIS_N_OPTIM][i[PLAIT_AXIS_N_OPTIM]];
-                        copy_name(l.optim, sizeof l.optim, opt ? opt : "adam");
-                        l.micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
-                        const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
-                        l.recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
-                        l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
-                        const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
-                        copy_name(l.comm, sizeof l.comm, comm ? comm : "tcp");
-                        l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
-                        l.cp = cp;
-                        l.ep = ep;
+                        if (!opt) opt = "adam";
                         /* chunks other than the first only differ for interleaved;
-                     * ZeRO with one replica is plain Adam (but for ZeRO-3
-                     * offloading its parameters): skip the repeats */
+                         * ZeRO with one replica is plain Adam (but for ZeRO-3
+                         * offloading its parameters): skip the repeats */
                         int repeat = (!interleaved && i[PLAIT_AXIS_N_CHUNKS] > 0) ||
-                                     (dp == 1 && strcmp(l.optim, "adam") != 0 &&
-                                      ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u) &&
-                                      !(x->offload_params && strcmp(l.optim, "zero3") == 0));
+                                     (dp == 1 && strcmp(opt, "adam") != 0 && ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u) &&
+                                      !(x->offload_params && strcmp(opt, "zero3") == 0));
                         if (!repeat) {
-                            if (count < cap) out[count] = l;
+                            /* counting alone (out NULL), no layout is written */
+                            if (count < cap) {
+                                const int sizes[5] = {dp, tp, pp, cp, ep};
+                                layout_at(sizes, sched, interleaved, opt, v, t, i, &out[count]);
+                            }
                             count++;
                         }
                         int k = PLAIT_AXIS_N_COUNT - 1;

@@ -195,9 +195,17 @@ double plait_cost_bucket_bytes(const plait_config *cfg, const char *optim, int b
 void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out);
 
 /* Fill out's memory, time and tokens from the costs of l's pipeline stages
- * (valid = 1; fits and why by the memory limit). */
+ * (valid = 1; fits and why by the memory limit): plait_cost_finish_memory
+ * then plait_cost_finish_time. */
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
                        double bucket_bytes, int block_size, plait_cost_result *out);
+/* Its two halves: out's memory, FLOPs and tokens a step, valid, fits and
+ * why (all but the time); then out's time and tokens a second, which a
+ * search leaves out for a layout that does not fit. */
+void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                              double bucket_bytes, int block_size, plait_cost_result *out);
+void plait_cost_finish_time(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                            double bucket_bytes, plait_cost_result *out);
 
 /* Check and predict one layout through its plugin's plan: the loader's
  * config, the preflight of one rank of each pipeline stage, then the cost

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/memo.h"
 #include "cost/stages.h"
 #include "layout/batch.h"
 #include "runtime/clock.h"
@@ -16,7 +17,29 @@ typedef struct weighed {
     double tokens_per_s;
     double mem;
     int fits;
+    size_t kept; /* 1 + its figures' index among the kept rows, 0 = not kept */
 } weighed;
+
+/* The figures of every fitting layout as weighed, for `--top all` to show
+ * without weighing them again (the rows past the confirmed ones: at
+ * 3,072 ranks thousands, weighed again a quarter of the search's time). */
+typedef struct kept_rows {
+    plait_cost_result *r;
+    size_t n, cap;
+} kept_rows;
+
+/* 1 + the index of the copy of *r kept, or 0 when out of memory (then
+ * that row is weighed again). */
+static size_t keep_row(kept_rows *k, const plait_cost_result *r) {
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 256;
+        plait_cost_result *n = realloc(k->r, cap * sizeof *n);
+        if (!n) return 0;
+        k->r = n, k->cap = cap;
+    }
+    k->r[k->n] = *r;
+    return ++k->n;
+}
 
 typedef struct families {
     plait_cost_family *f;
@@ -144,18 +167,64 @@ static int same_rules(const plait_cost_layout *a, const plait_cost_layout *b) {
            !strcmp(a->schedule, b->schedule);
 }
 
+/* What a search works out once for the layouts of one dp x tp x pp (x cp
+ * x ep) family (the enumeration keeps a family's layouts together): the
+ * rules' verdicts and the stages from the model's shape, each kept by the
+ * settings it reads. Forgotten when the next family starts, so that it
+ * holds one family's stages at most. */
+typedef struct search_memo {
+    plait_cost_memo *rules, *stages;
+    plait_cost_layout family; /* its dp, tp, pp, cp and ep */
+} search_memo;
+
+static void memo_family(search_memo *s, const plait_cost_layout *l) {
+    const plait_cost_layout *f = &s->family;
+    if (f->dp == l->dp && f->tp == l->tp && f->pp == l->pp && f->cp == l->cp && f->ep == l->ep) return;
+    plait_cost_memo_clear(s->rules);
+    plait_cost_memo_clear(s->stages);
+    s->family = *l;
+}
+
+/* A rules verdict: set aside or not, and the family it joined. */
+typedef struct verdict {
+    int aside;
+    size_t family;
+} verdict;
+
+/* The settings the rules read (same_rules's, and with experts split the
+ * optimizer, which the experts' rule is given), the others zero: without
+ * ep the optimizers share their verdict. */
+static void rules_key(const plait_cost_layout *l, plait_cost_layout *key) {
+    memset(key, 0, sizeof *key);
+    key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->cp = l->cp, key->ep = l->ep;
+    key->micro_batch = l->micro_batch, key->sp = l->sp, key->chunks = l->chunks;
+    memcpy(key->schedule, l->schedule, sizeof key->schedule);
+    if (l->ep > 1) memcpy(key->optim, l->optim, sizeof key->optim);
+}
+
 /* Layout lay[i] against the rules: 1 when set aside (joining its family),
  * 0 when it is to be weighed, -1 out of memory. *prev: whether lay[i - 1]
- * was set aside. */
+ * was set aside. A layout the rules read as one weighed before gets its
+ * verdict (the optimizers and recompute modes of a refused family: formatting the same
+ * reason again was most of the rules' time). */
 static int set_aside(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
-                     const plait_cost_layout *lay, size_t i, int *prev, families *fs) {
+                     const plait_cost_layout *lay, size_t i, int *prev, families *fs, plait_cost_memo *memo) {
     if (*prev && same_rules(&lay[i], &lay[i - 1])) { /* its family is the one the last joined */
         fs->f[fs->last].layouts++;
         return 1;
     }
+    plait_cost_layout key;
+    rules_key(&lay[i], &key);
+    const verdict *v = plait_cost_memo_find(memo, &key);
+    if (v) {
+        if (v->aside) fs->f[v->family].layouts++, fs->last = v->family;
+        return *prev = v->aside;
+    }
     char family[96], why[512];
     *prev = refused(m, axes, x, T, &lay[i], family, sizeof family, why, sizeof why);
     if (*prev && add_family(fs, family, why, 0) != 0) return -1;
+    /* add_family leaves fs->last at the family joined; not kept: asked again */
+    plait_cost_memo_keep(memo, &key, &(verdict){.aside = *prev, .family = fs->last}, sizeof(verdict));
     return *prev;
 }
 
@@ -183,26 +252,57 @@ static int reads_of(const plait_config *cfg, const plait_cost_layout *l, config_
     return zero;
 }
 
-/* Layout `l`'s figures from the model's shape into *r (the stages in
- * `stages`); 0, or -1 when out of memory. */
-static int weigh_shape(plait_cost_model *m, plait_config *cfg, config_reads *reads, const plait_cost_ctx *x,
-                       const plait_cost_layout *l, int block_size, plait_cost_rank *stages, plait_cost_result *r) {
+/* The stages of layout `l` from the model's shape into `stages`; 0, or -1
+ * when out of memory. plait_cost_model_stages reads every setting of a
+ * layout but the optimizer, its bucket and the comm plugin, so the layouts
+ * differing in those alone share their stages, worked out once (memo NULL:
+ * every time). */
+static int stages_of(plait_cost_model *m, plait_cost_memo *memo, const plait_cost_ctx *x, const plait_cost_layout *l,
+                     plait_cost_rank *stages) {
+    plait_cost_layout key;
+    memset(&key, 0, sizeof key);
+    key.dp = l->dp, key.tp = l->tp, key.pp = l->pp, key.chunks = l->chunks, key.micro_batch = l->micro_batch;
+    key.recompute = l->recompute, key.sp = l->sp, key.cp = l->cp, key.ep = l->ep;
+    memcpy(key.schedule, l->schedule, sizeof key.schedule);
+    size_t size = (size_t)l->pp * sizeof *stages;
+    const plait_cost_rank *kept = memo ? plait_cost_memo_find(memo, &key) : NULL;
+    if (kept) {
+        memcpy(stages, kept, size);
+        return 0;
+    }
     if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) return -1;
+    if (memo) plait_cost_memo_keep(memo, &key, stages, size); /* not kept: worked out again */
+    return 0;
+}
+
+/* Layout `l`'s figures from the model's shape into *r (the stages in
+ * `stages`); 0, or -1 when out of memory. The step time of a layout over
+ * the memory limit is left at 0 unless `timed` (a search that shows only
+ * fitting layouts never ranks those). */
+static int weigh_shape(plait_cost_model *m, plait_cost_memo *memo, plait_config *cfg, config_reads *reads,
+                       const plait_cost_ctx *x, const plait_cost_layout *l, int block_size, int timed,
+                       plait_cost_rank *stages, plait_cost_result *r) {
+    if (stages_of(m, memo, x, l, stages) != 0) return -1;
     int z = reads_of(cfg, l, reads);
     for (int k = 0; k < l->pp; k++)
         stages[k].grad_wire = reads->grad_wire[z], stages[k].param_wire = reads->param_wire[z];
     double bucket = l->bucket_mb > 0 ? l->bucket_mb * 1e6 : reads->bucket[z];
-    plait_cost_finish(stages, l, x, bucket, block_size, r);
+    plait_cost_finish_memory(stages, l, x, bucket, block_size, r);
+    if (r->fits || timed) plait_cost_finish_time(stages, l, x, bucket, r);
+    else memset(&r->time, 0, sizeof r->time), r->tokens_per_s = 0;
     r->layout = *l;
     return 0;
 }
 
-/* The next result of `out`, ranked by layout `l`'s shape alone. */
+/* The next result of `out`, ranked by layout `l`'s shape alone: its
+ * figures as kept (`kept` of weighed), else weighed again. */
 static int shape_row(plait_cost_model *m, plait_config *cfg, config_reads *reads, const plait_cost_ctx *x,
-                     const plait_cost_layout *l, int block_size, plait_cost_rank *stages, plait_cost_search *out) {
+                     const plait_cost_layout *l, int block_size, plait_cost_rank *stages, const kept_rows *rows,
+                     size_t kept, plait_cost_search *out) {
     plait_cost_result *r = &out->results[out->n];
-    memset(r, 0, sizeof *r);
-    if (weigh_shape(m, cfg, reads, x, l, block_size, stages, r) != 0) return -1;
+    if (kept) *r = rows->r[kept - 1];
+    else memset(r, 0, sizeof *r);
+    if (!kept && weigh_shape(m, NULL, cfg, reads, x, l, block_size, 1, stages, r) != 0) return -1;
     out->shape_only++;
     out->n++;
     return 0;
@@ -220,10 +320,28 @@ typedef struct triple {
     int dp, tp, pp, cp, ep, fits;
     double least;
     size_t least_index;
+    size_t members; /* its layouts weighed (the enumeration keeps a family's together) */
 } triple;
 
 static triple triple_of(const plait_cost_layout *l, double mem, size_t i) {
     return (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .ep = l->ep, .least = mem, .least_index = i};
+}
+
+/* Each family none of whose weighed layouts fits the `limit` (bytes), said
+ * once with its least memory and counting them all; 0, or -1 when out of
+ * memory. */
+static int unfit_families(const triple *tri, size_t nt, const plait_cost_layout *lay, double limit, families *fs) {
+    for (size_t k = 0; k < nt; k++) {
+        if (tri[k].fits) continue;
+        char family[96], why[512], least[128];
+        family_of(&lay[tri[k].least_index], "", family, sizeof family);
+        plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
+        snprintf(why, sizeof why, "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed",
+                 tri[k].least / 1048576.0, least, limit / 1048576.0);
+        if (add_family(fs, family, why, 1) != 0) return -1;
+        fs->f[fs->last].layouts = tri[k].members;
+    }
+    return 0;
 }
 
 plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
@@ -242,7 +360,9 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     triple *tri = calloc(count + 1, sizeof *tri);
     families fs = {0};
     plait_cost_plans *plans = NULL;
-    if (!lay || !w || !stages || !scratch || !tri) {
+    search_memo memo = {.rules = plait_cost_memo_new(), .stages = plait_cost_memo_new()};
+    kept_rows rows = {0};
+    if (!lay || !w || !stages || !scratch || !tri || !memo.rules || !memo.stages) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
         goto done;
     }
@@ -254,18 +374,24 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     int block_size = (int)plait_config_int(cfg, "model", "block_size");
     for (size_t i = 0; i < count; i++) {
         const plait_cost_layout *l = &lay[i];
-        int aside = set_aside(m, axes, x, block_size, lay, i, &prev_refused, &fs);
+        memo_family(&memo, l);
+        int aside = set_aside(m, axes, x, block_size, lay, i, &prev_refused, &fs, memo.rules);
         if (aside < 0) goto oom;
         out->refused += (size_t)aside;
         if (aside) continue;
-        if (weigh_shape(m, cfg, &reads, x, l, block_size, stages, scratch) != 0) goto oom;
-        w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
-                            .fits = scratch->fits};
+        if (show == PLAIT_COST_SHOW_ALL) memset(scratch, 0, sizeof *scratch); /* kept as shape_row weighs it */
+        if (weigh_shape(m, memo.stages, cfg, &reads, x, l, block_size, show == 0, stages, scratch) != 0) goto oom;
+        w[nw++] = (weighed){.index = i,
+                            .tokens_per_s = scratch->tokens_per_s,
+                            .mem = scratch->mem.total,
+                            .fits = scratch->fits,
+                            .kept = show == PLAIT_COST_SHOW_ALL && scratch->fits ? keep_row(&rows, scratch) : 0};
         out->fitting += scratch->fits != 0;
         if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp ||
             tri[nt - 1].cp != l->cp || tri[nt - 1].ep != l->ep)
             tri[nt++] = triple_of(l, scratch->mem.total, i);
         triple *t = &tri[nt - 1];
+        t->members++;
         t->fits |= scratch->fits;
         if (scratch->mem.total < t->least) {
             t->least = scratch->mem.total;
@@ -273,25 +399,9 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         }
     }
     out->weighed = nw;
-    for (size_t k = 0; k < nt; k++) {
-        if (tri[k].fits) continue;
-        char family[96], why[512], least[128];
-        family_of(&lay[tri[k].least_index], "", family, sizeof family);
-        plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
-        double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks);
-        snprintf(why, sizeof why,
-                 "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed", tri[k].least / 1048576.0,
-                 least, limit / 1048576.0);
-        if (add_family(&fs, family, why, 1) != 0) goto oom;
-        /* every layout of the family is over: count them */
-        size_t members = 0;
-        for (size_t i = 0; i < nw; i++) {
-            const plait_cost_layout *l = &lay[w[i].index];
-            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp && l->cp == tri[k].cp &&
-                       l->ep == tri[k].ep;
-        }
-        fs.f[fs.last].layouts = members;
-    }
+    if (unfit_families(tri, nt, lay, x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks),
+                       &fs) != 0)
+        goto oom;
     qsort(w, nw, sizeof *w, by_weight);
     /* the best through their plugin's plan: its refusal sets a layout
      * aside (and the next one is tried); the figures shown are its */
@@ -303,7 +413,8 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
         if (show == PLAIT_COST_SHOW_ALL && out->confirmed >= PLAIT_COST_CONFIRM) { /* ranked only */
-            if (shape_row(m, cfg, &reads, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
+            if (shape_row(m, cfg, &reads, x, &lay[w[i].index], block_size, stages, &rows, w[i].kept, out) != 0)
+                goto oom;
             continue;
         }
         st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
@@ -328,6 +439,9 @@ oom:
     st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
 done:
     plait_cost_plans_free(plans);
+    plait_cost_memo_free(memo.rules);
+    plait_cost_memo_free(memo.stages);
+    free(rows.r);
     out->families = fs.f;
     out->n_families = fs.n;
     free(tri);
