@@ -84,7 +84,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .residual_bf16 = residual_bf16};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
-     * weights, the head's tied copy included where the head is bf16 (model/model.c) */
+     * weights, the head's tied copy included where the head is bf16 (model/model_bf16.c) */
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
     double layer_copy[4096] = {0};

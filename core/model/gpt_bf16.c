@@ -2,7 +2,7 @@
  * The GPT's layer bodies under bf16 activations (plait_model.bf16): the
  * attention half, the MLP half and the head, as gpt_layers.c and mlp.c
  * run them, with what the products read and write stored in bf16 and the
- * weights read from their bf16 copy (model.c). The residual stream and its
+ * weights read from their bf16 copy (model_bf16.c). The residual stream and its
  * gradient stay float32: the products that end a half add into it
  * (matmul_forward_residual_bf16), LayerNorm reads it and writes bf16, and
  * a product that reads its gradient reads a bf16 copy in the scratch
@@ -11,7 +11,7 @@
  * layernorm_backward_fused_bf16_copy (m->dres_of says whose copy sb.dres
  * holds), else made by to_bf16 (a read and a write of the gradient more
  * per block half).
- * Only the layouts model.c grants bf16 come here: the fused kernels (under
+ * Only the layouts model_bf16.c grants bf16 come here: the fused kernels (under
  * context parallelism the ring's bf16 block entries in the fused
  * attention's place, ring_attention.h), under any [model] recompute: what it drops is
  * rebuilt before a block's backward (recompute.c) by these forwards, into

@@ -3,14 +3,14 @@
  * llama_layers.c runs it in float32, with what its products read and
  * write stored in bf16 (RMSNorm's outputs, q|k|v, the attention's output,
  * gate|up, SwiGLU's output, and the gradients at each of them) and the
- * weights read from their bf16 copy (model.c). The residual stream and
+ * weights read from their bf16 copy (model_bf16.c). The residual stream and
  * its gradient, RMSNorm's statistics and weights, the log-sum-exps and
  * every parameter gradient stay float32, as for the GPT (gpt_bf16.c,
  * whose residual products, norm gathers, tp sums and gradient conversion
  * these blocks share).
  *
  * q, k and v are one product: their bf16 weight copies lie side by side
- * (model.c lays the copies out in parameter order, whole multiples of 8
+ * (model_bf16.c lays the copies out in parameter order, whole multiples of 8
  * elements where n_embd is, which the grant asks), so one [Wq,C] weight
  * writes a row's [q | k | v] as the attention reads it; likewise gate_proj
  * and up_proj as one [2·Fl,C] product whose rows SwiGLU reads side by side

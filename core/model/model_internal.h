@@ -268,7 +268,7 @@ struct plait_model {
     int keep_logits;                  /* plait_model_keep_logits */
     int forward_only;                 /* plait_model_forward_only */
     /* bf16 activations (plait_model_create_args.activations_bf16, where the
-     * kernels and the layout allow: model.c): what the products read and
+     * kernels and the layout allow: model_bf16.c): what the products read and
      * write is stored in bf16 (block_acts_bf16, the head's dlnf_bf, the
      * backward scratch sb), the products read a bf16 copy of their weights
      * (wbf), made again at a layer's first forward after the weights
@@ -457,6 +457,16 @@ static inline void plait_model_keep(plait_model *m, float *dst, const float *src
  * read for it); freed with the model. */
 plait_status plait_model_buffers_setup(plait_model *m);
 void plait_model_buffers_free(plait_model *m);
+
+/* The bf16 copy of the weights (model_bf16.c). Alloc lays out the local
+ * copied parameters' copies (each 16-byte aligned; under wbf_per_layer one
+ * layer's at a time in a buffer the largest fills), none made yet: freed
+ * with the model. Refresh, before a forward of `layer` (and before each
+ * part of its backward where the copy lives only while its layer runs),
+ * makes its copies again if the weights changed since (weights_epoch) or
+ * another layer's copy took the buffer; the error of a missing parameter. */
+plait_status plait_model_bf16_weights_alloc(plait_model *m);
+plait_status plait_model_bf16_weights_refresh(plait_model *m, int32_t layer);
 
 /* Activation memory (model_slots.c). Slot `slot`, allocated on first use
  * (with the shared recompute buffers); the backward scratch, allocated on

@@ -2,7 +2,7 @@
  * The mixture of experts' products on bf16 rows (moe_internal.h; where
  * plait_model.moe_bf16): as moe_experts.c's, with the permuted rows, the
  * experts' hidden tensors and outputs and their gradients in bf16, the
- * products reading the bf16 copy of the experts' weights (model.c) with
+ * products reading the bf16 copy of the experts' weights (model_bf16.c) with
  * float32 accumulation and float32 weight gradients (the kernel table's
  * bf16 grouped product, ABI 1.29), as Megatron-Core runs its experts. The
  * shared experts are the grouped product over one expert and every token.

@@ -137,7 +137,7 @@ void plait_moe_group_weight(plait_model *m, const moe_dims *d, float *const *g, 
 
 /* ---- moe_experts_bf16.c: the same on bf16 rows (moe_dims.bf) ------------- */
 
-/* An MLP's bf16 weight copies (model.c's), stacked over E experts as t's
+/* An MLP's bf16 weight copies (model_bf16.c's), stacked over E experts as t's
  * tensors are, from the first expert of the set: gpt w[0..3] = c_fc w,
  * c_fc b, c_proj w, c_proj b; llama w[0..2] = gate, up, down. */
 typedef struct mlp_wbf {

@@ -42,7 +42,7 @@ plait_status plait_ring_attention_backward(plait_model *m, int32_t layer, float 
                                            const float *qkv, const float *out, const float *lse, int64_t NH,
                                            int64_t NKV);
 
-/* The same under bf16 activations (the device's ABI 1.25 entries: model.c
+/* The same under bf16 activations (the device's ABI 1.25 entries: model_bf16.c
  * grants bf16 under cp only with them): qkv, out, dout and dqkv bf16, lse
  * float32; K|V blocks bf16 on the ring, every sum float32 in the ring's
  * buffer, the output and dqkv rounded once at the end. */

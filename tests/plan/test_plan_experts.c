@@ -175,29 +175,44 @@ static plait_status load_moe(void *ctx, int n, char *const *overrides, plait_con
     return plait_cli_load_config(source_path("configs/moe-tiny.ini"), k, all, out);
 }
 
+/* What the ep tests evaluate on: moe-tiny on the default cluster at
+ * 1e11 flop/s, float32, global batch 8, its device planned. x points at
+ * c: a moe_bench stays where it was set up. */
+typedef struct moe_bench {
+    plait_config *cfg;
+    plait_cluster c;
+    plait_cost_ctx x;
+} moe_bench;
+
+static void moe_bench_setup(moe_bench *b) {
+    plait_host_install();
+    b->cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &b->cfg), PLAIT_OK);
+    plait_cluster_default(&b->c);
+    b->c.peak_flops = 1e11;
+    b->x = (plait_cost_ctx){.cluster = &b->c, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(b->cfg, 0, &b->x.device);
+}
+
 /* The search over dp x ep of 4 ranks under a memory limit between what a
  * rank of dp4 ep4 and of dp4 (every expert on every rank) needs: only ep
  * layouts fit, and the best is one, with the all-to-all bytes `config
  * check` prints. */
 static void test_ep_search(void **state) {
     (void)state;
-    plait_host_install();
-    plait_config *cfg = NULL;
-    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
-    plait_cluster c;
-    plait_cluster_default(&c);
-    c.peak_flops = 1e11;
-    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
-    plait_cost_device_planned(cfg, 0, &x.device);
+    moe_bench b;
+    moe_bench_setup(&b);
+    plait_config *cfg = b.cfg;
+    plait_cost_ctx *x = &b.x;
     plait_cost_layout l = {.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
     plait_cost_result one, four;
-    assert_int_equal(plait_cost_evaluate(&l, &x, &one), PLAIT_OK);
+    assert_int_equal(plait_cost_evaluate(&l, x, &one), PLAIT_OK);
     l.ep = 4;
-    assert_int_equal(plait_cost_evaluate(&l, &x, &four), PLAIT_OK);
+    assert_int_equal(plait_cost_evaluate(&l, x, &four), PLAIT_OK);
     if (!one.valid || !four.valid) fail_msg("%s / %s", one.why, four.why);
     assert_true(four.mem.total < one.mem.total);
     NEAR(four.time.ep_bytes, 4 * (4 * 128 * 2 * 3 / 4.0 * 64 * 4 + 2 * 3 * 4)); /* config check: 786528 */
-    x.mem_limit = (one.mem.total + four.mem.total) / 2;
+    x->mem_limit = (one.mem.total + four.mem.total) / 2;
     plait_cost_axes a = axes4("dp,ep");
     a.ranks = 4;
     a.global_batch = 8;
@@ -205,7 +220,7 @@ static void test_ep_search(void **state) {
     a.base.ep = 1;
     a.experts = 8;
     plait_cost_search s;
-    assert_int_equal(plait_cost_search_run(&a, cfg, &x, 3, &s), PLAIT_OK);
+    assert_int_equal(plait_cost_search_run(&a, cfg, x, 3, &s), PLAIT_OK);
     assert_true(s.n >= 1);
     char name[128];
     plait_cost_layout_name(&s.results[0].layout, name, sizeof name);
@@ -237,21 +252,17 @@ static void test_ep_search(void **state) {
  * the tokens). */
 static void test_tpep_evaluate(void **state) {
     (void)state;
-    plait_host_install();
-    plait_config *cfg = NULL;
-    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
-    plait_cluster c;
-    plait_cluster_default(&c);
-    c.peak_flops = 1e11;
-    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
-    plait_cost_device_planned(cfg, 0, &x.device);
+    moe_bench b;
+    moe_bench_setup(&b);
+    plait_config *cfg = b.cfg;
+    plait_cost_ctx *x = &b.x;
     plait_cost_layout l = {.dp = 2, .tp = 2, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
     plait_cost_result tp, tpep, ep;
-    assert_int_equal(plait_cost_evaluate(&l, &x, &tp), PLAIT_OK);
+    assert_int_equal(plait_cost_evaluate(&l, x, &tp), PLAIT_OK);
     l.ep = 2;
-    assert_int_equal(plait_cost_evaluate(&l, &x, &tpep), PLAIT_OK);
+    assert_int_equal(plait_cost_evaluate(&l, x, &tpep), PLAIT_OK);
     l.tp = 1;
-    assert_int_equal(plait_cost_evaluate(&l, &x, &ep), PLAIT_OK);
+    assert_int_equal(plait_cost_evaluate(&l, x, &ep), PLAIT_OK);
     if (!tp.valid || !tpep.valid || !ep.valid) fail_msg("%s / %s / %s", tp.why, tpep.why, ep.why);
     assert_true(tpep.mem.total < tp.mem.total);
     assert_true(tpep.time.ep_bytes > 0);

@@ -407,6 +407,28 @@ static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, con
     }
 }
 
+/* One expert's product of the bf16 grouped entries below: C = op(A)·op(B)
+ * over bf16 A and B with float32 accumulation, one batch, C bf16 unless
+ * the caller asks float32. */
+static pc_gemm moe_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const plait_bf16 *A,
+                             int64_t lda, const plait_bf16 *B, int64_t ldb, void *C, int64_t ldc) {
+    return (pc_gemm){.trans_a = trans_a,
+                     .trans_b = trans_b,
+                     .M = M,
+                     .N = N,
+                     .K = K,
+                     .alpha = 1.0f,
+                     .A = A,
+                     .lda = lda,
+                     .B = B,
+                     .ldb = ldb,
+                     .C = C,
+                     .ldc = ldc,
+                     .batch = 1,
+                     .in_bf16 = 1,
+                     .out_bf16 = 1};
+}
+
 /* the grouped product on bf16 (ABI 1.29): a cuBLASLt bf16 product an
  * expert, as the dense bf16 entries run, out's (dout's) rows ldo apart */
 static void k_moe_matmul_forward_bf16(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
@@ -414,21 +436,7 @@ static void k_moe_matmul_forward_bf16(plait_bf16 *out, int64_t ldo, const plait_
     for (int64_t e = 0; e < E; e++) {
         const int64_t r0 = off[e], n = off[e + 1] - r0;
         if (n <= 0) continue;
-        const plait_bf16 *x = inp + r0 * C, *w = weight + e * OC * C;
-        pc_gemm g = {.trans_b = 1,
-                     .M = n,
-                     .N = OC,
-                     .K = C,
-                     .alpha = 1.0f,
-                     .A = x,
-                     .lda = C,
-                     .B = w,
-                     .ldb = C,
-                     .C = out + r0 * ldo,
-                     .ldc = ldo,
-                     .batch = 1,
-                     .in_bf16 = 1,
-                     .out_bf16 = 1};
+        pc_gemm g = moe_gemm_bf16(0, 1, n, OC, C, inp + r0 * C, C, weight + e * OC * C, C, out + r0 * ldo, ldo);
         if (bias) g.bias = bias + e * OC;
         pc_gemm_run(&g);
     }
@@ -441,19 +449,7 @@ static void k_moe_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *
         if (n <= 0) continue;
         const plait_bf16 *d = dout + r0 * ldo;
         if (dinp) { /* with GELU's derivative where pre is given */
-            pc_gemm g = {.M = n,
-                         .N = C,
-                         .K = OC,
-                         .alpha = 1.0f,
-                         .A = d,
-                         .lda = ldo,
-                         .B = weight + e * OC * C,
-                         .ldb = C,
-                         .C = dinp + r0 * C,
-                         .ldc = C,
-                         .batch = 1,
-                         .in_bf16 = 1,
-                         .out_bf16 = 1};
+            pc_gemm g = moe_gemm_bf16(0, 0, n, C, OC, d, ldo, weight + e * OC * C, C, dinp + r0 * C, C);
             if (pre) g.gelu = PC_GELU_BACKWARD, g.aux = (plait_bf16 *)pre + r0 * C;
             pc_gemm_run(&g);
         }
@@ -461,20 +457,8 @@ static void k_moe_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *
         if (ldo == OC) { /* the dense entry's weight and bias gradients */
             matmul_dparams_bf16(dw, dbias ? dbias + e * OC : NULL, d, inp + r0 * C, n, C, OC);
         } else if (dw) { /* no bias where the rows are strided (kernels.h) */
-            pc_gemm g = {.trans_a = 1,
-                         .M = OC,
-                         .N = C,
-                         .K = n,
-                         .alpha = 1.0f,
-                         .beta = 1.0f,
-                         .A = d,
-                         .lda = ldo,
-                         .B = inp + r0 * C,
-                         .ldb = C,
-                         .C = dw,
-                         .ldc = C,
-                         .batch = 1,
-                         .in_bf16 = 1};
+            pc_gemm g = moe_gemm_bf16(1, 0, OC, C, n, d, ldo, inp + r0 * C, C, dw, C);
+            g.beta = 1.0f, g.out_bf16 = 0; /* float32, added to */
             pc_gemm_run(&g);
         }
     }

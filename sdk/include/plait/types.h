@@ -43,6 +43,11 @@ typedef enum plait_status {
     PLAIT_ERR_ABI = 10            /* version or struct mismatch between core and plugin */
 } plait_status;
 
+/* A bfloat16 value (ABI 1.8): the upper 16 bits of a float32, rounded to
+ * nearest even from one (NaN kept NaN); what the kernel table's
+ * bf16-activation entries store (plait/kernels.h, plait/kernels_moe.h). */
+typedef uint16_t plait_bf16;
+
 /* Element types of tensors and communication buffers. */
 typedef enum plait_dtype {
     PLAIT_F32 = 0,
