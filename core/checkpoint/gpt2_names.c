@@ -36,6 +36,10 @@ plait_gpt2_kind plait_gpt2_canonical(const char *name, char *out, size_t cap) {
         while (*p >= '0' && *p <= '9') p++;
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
             if (strcmp(p, block[i]) == 0) return PLAIT_GPT2_PARAM;
+        /* a sparse block's of plait's own (GPT-2 has none): whether the model
+         * has it is the caller's to check, by its name */
+        if (starts_with(p, ".mlp.router.") || starts_with(p, ".mlp.experts.") || starts_with(p, ".mlp.shared_experts."))
+            return PLAIT_GPT2_PARAM;
     }
     return PLAIT_GPT2_UNKNOWN;
 }

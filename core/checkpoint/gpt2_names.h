@@ -3,7 +3,10 @@
  *
  *   plait / nanoGPT   "transformer.h.<i>.attn.c_attn.weight" [3C, C]: the
  *                     nn.Linear orientation [out, in]; "lm_head.weight" is the
- *                     token table (tied), stored or not.
+ *                     token table (tied), stored or not. A sparse block
+ *                     of a mixture of experts (plait's own: GPT-2 has
+ *                     none) holds "mlp.router.*", "mlp.experts.*" and
+ *                     "mlp.shared_experts.*" where a dense one has its MLP.
  *   Hugging Face      GPT2LMHeadModel: the same names, but the four
  *                     projections (attn.c_attn, attn.c_proj, mlp.c_fc,
  *                     mlp.c_proj) are Conv1D modules whose weight is stored

@@ -27,6 +27,7 @@ struct plait_weights {
     plait_st_file **shards; /* llama: the other files of a sharded model (index.json), n_shards */
     size_t n_shards;
     const plait_model_spec *spec;
+    const plait_config *cfg; /* the run's [model] keys; NULL: not checked against a plait file's */
     int llama;
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
@@ -79,15 +80,31 @@ static int32_t param_of(const plait_model_spec *spec, const char *name) {
 
 static int is_named(const plait_param *p, const char *name) { return strcmp(p->name, name) == 0; }
 
-/* The file's orientation from the first block's mlp.c_fc.weight. */
+/* A dense block's MLP input weight (transformer.h.N.mlp.c_fc.weight): its
+ * shape tells the file's orientation. Not an expert's (mlp.experts.*,
+ * mlp.shared_experts.*). */
+static int dense_c_fc(const char *name) {
+    static const char suffix[] = ".mlp.c_fc.weight";
+    const size_t n = strlen(name), k = sizeof suffix - 1;
+    int layer = -1, end = 0;
+    return n > k && strcmp(name + n - k, suffix) == 0 && sscanf(name, "transformer.h.%d%n", &layer, &end) == 1 &&
+           layer >= 0 && (size_t)end == n - k;
+}
+
+/* The file's orientation from the first dense block's mlp.c_fc.weight.
+ * A mixture of experts whose every block is sparse has none: such a file
+ * is plait's own (Hugging Face's GPT-2 has no experts, and plait exports
+ * none as GPT-2), saved as nn.Linear weights. */
 static plait_status detect_orientation(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     const int64_t C = s->n_embd;
+    const plait_st_tensor *experts = NULL;
     for (size_t i = 0; i < plait_st_count(w->st); i++) {
         const plait_st_tensor *t = plait_st_tensor_at(w->st, i);
         char name[NAME_CAP];
         plait_gpt2_canonical(t->name, name, sizeof name);
-        if (strcmp(name, "transformer.h.0.mlp.c_fc.weight") != 0) continue;
+        if (!experts && strstr(name, ".mlp.experts.") && t->ndim == 3) experts = t;
+        if (!dense_c_fc(name)) continue;
         if (t->ndim == 2 && t->shape[0] == C && t->shape[1] == 4 * C) {
             w->orientation = PLAIT_GPT2_CONV1D;
             return PLAIT_OK;
@@ -103,6 +120,10 @@ static plait_status detect_orientation(plait_weights *w) {
                                "(Hugging Face Conv1D weights) or [%lld, %lld] (plait/nanoGPT Linear weights)",
                                w->path, t->name, have, (long long)C, (long long)C, (long long)(4 * C),
                                (long long)(4 * C), (long long)C);
+    }
+    if (experts) {
+        w->orientation = PLAIT_GPT2_LINEAR;
+        return PLAIT_OK;
     }
     if (plait_st_find(w->st, "model.embed_tokens.weight"))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -224,7 +245,10 @@ static plait_status check_shapes(plait_weights *w) {
             rows_ok = t->ndim == 2 && t->shape[0] >= want[0];
             why = " (or more rows: positions cut to block_size)";
         }
-        if (!rows_ok || (p->ndim > 1 && t->shape[1] != want[1])) return shape_error(w, t, p->ndim, want, why);
+        /* a stacked expert tensor [experts, out, in]: every dimension as the config's */
+        for (int32_t d = 2; rows_ok && d < p->ndim; d++) rows_ok = t->shape[d] == p->shape[d];
+        if (!rows_ok || (p->ndim > 1 && t->shape[1] != want[1]))
+            return shape_error(w, t, p->ndim, p->ndim > 2 ? p->shape : want, why);
         if (is_named(p, "transformer.wte.weight") && t->shape[0] < want[0])
             add_note(w, "token table: %lld rows in the file, rows %lld..%lld are zero", (long long)t->shape[0],
                      (long long)t->shape[0], (long long)want[0] - 1);
@@ -310,9 +334,42 @@ static plait_status check_arch(const plait_weights *w) {
                            arch);
 }
 
+/* The [model] keys that shape a mixture of experts, or change what its
+ * router's weights mean. The others (moe_top_k, the coefficients of the
+ * losses and of the bias, the capacity) are how it trains on: a run may
+ * start from the weights with its own. */
+static const char *const moe_shape_keys[] = {"moe_experts", "moe_shared_experts", "moe_ffn_hidden",
+                                             "moe_every",   "moe_router",         NULL};
+
+/* A plait checkpoint or export records its mixture of experts' keys (a
+ * dense one none: moe_experts = 0): each that shapes the model must be the
+ * run's, named, rather than surface as a tensor of another shape, or a
+ * dense model's MLPs missing. */
+static plait_status check_moe_meta(const plait_weights *w) {
+    if (!w->cfg || !plait_st_metadata(w->st, "plait.model.arch")) return PLAIT_OK;
+    const char *experts = plait_st_metadata(w->st, "plait.model.moe_experts");
+    for (size_t i = 0; moe_shape_keys[i]; i++) {
+        char meta[64], now[64];
+        snprintf(meta, sizeof meta, "plait.model.%s", moe_shape_keys[i]);
+        const char *was = i == 0 && !experts ? "0" : plait_st_metadata(w->st, meta);
+        plait_value v;
+        if (!was || plait_config_get(w->cfg, "model", moe_shape_keys[i], &v) != PLAIT_OK) continue;
+        if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
+        else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
+        if (i == 0 && strcmp(now, "0") == 0 && !experts) return PLAIT_OK; /* dense, both */
+        if (strcmp(was, now) == 0) continue;
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: the model was trained with [model] %s = %s, the run has %s = %s: "
+                               "init_from starts from the same mixture of experts (give model.%s=%s to load it)",
+                               w->path, moe_shape_keys[i], was, moe_shape_keys[i], now, moe_shape_keys[i], was);
+    }
+    return PLAIT_OK;
+}
+
 static plait_status open_gpt(plait_weights *w) {
     const plait_st_tensor *head = NULL;
     plait_status st = check_arch(w);
+    if (st == PLAIT_OK) st = check_moe_meta(w);
     if (st == PLAIT_OK) st = detect_orientation(w);
     if (st == PLAIT_OK) st = map_tensors(w, &head);
     if (st == PLAIT_OK) st = check_shapes(w);
@@ -517,6 +574,7 @@ static plait_status open_llama(plait_weights *w, const char *dir, const plait_co
     st = check_arch(w);
     if (st == PLAIT_OK && stat(config, &sb) == 0) st = plait_llama_check_hf_config(config, &want);
     if (st == PLAIT_OK) st = llama_check_meta(w, &want);
+    if (st == PLAIT_OK) st = check_moe_meta(w);
     const plait_st_tensor *head = NULL;
     for (size_t f = 0; st == PLAIT_OK && f < (w->n_shards ? w->n_shards : 1); f++)
         st = llama_map_file(w, w->n_shards ? w->shards[f] : w->st, &head);
@@ -551,6 +609,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
     if (!w) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&w->lock, NULL);
     w->spec = spec;
+    w->cfg = cfg;
     w->llama = llama;
     w->cached = -1;
     size_t len = strlen(path) + sizeof "/model.safetensors";

@@ -7,8 +7,9 @@
  * ZeRO partitions), like a checkpoint but weights only.
  *
  * Opening checks the whole file against the model description before
- * anything is read: the layout is detected from the first block's
- * mlp.c_fc.weight ([C, 4C] Conv1D or [4C, C] Linear); every parameter must
+ * anything is read: the layout is detected from the first dense block's
+ * mlp.c_fc.weight ([C, 4C] Conv1D or [4C, C] Linear; none, but stacked
+ * experts: plait's own mixture of experts, Linear); every parameter must
  * be present with the shape the config gives (in the file's layout), and
  * every tensor in the file must be a parameter of this model or one of
  * GPT-2's mask buffers (attn.bias, attn.masked_bias, ignored); a stored
@@ -35,7 +36,8 @@
  * (mixtral_names.h): each stacked expert tensor from its experts' tensors,
  * which may lie in different shards, the missing router bias as zeros, its
  * config.json as MixtralConfig's.
- * A plait model of the other arch is refused by name.
+ * A plait model of the other arch is refused by name, as is one whose
+ * recorded moe_* keys that shape the experts differ from the run's.
  *
  * The model description must outlive the handle. Reads are thread-safe.
  */

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/cli_elastic.h"
 #include "cli/masters_check.h"
+#include "cli/optim_check.h"
 #include "cli/memory_check.h"
 #include "launch/bind.h"
 #include "launch/bootstrap.h"
@@ -379,7 +380,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         return 1;
     }
     /* a layout mistake is reported once, here, not by every rank */
-    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK) {
+    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
+        plait_cli_check_optim(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
     } else if (job->nnodes_min > 0) {

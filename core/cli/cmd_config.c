@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cost_device.h"
 #include "cli/masters_check.h"
+#include "cli/optim_check.h"
 #include "cli/memory_check.h"
 #include "cost/activations.h"
 #include "cost/ckpt_cost.h"
@@ -157,7 +158,7 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     /* the layout too (batch arithmetic for dp, n_head % tp, the pipeline
      * partition): what would stop `plait train` stops check and show */
     if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
-        check_residual(cfg) != PLAIT_OK) {
+        plait_cli_check_optim(cfg) != PLAIT_OK || check_residual(cfg) != PLAIT_OK) {
         plait_cli_print_error(argv[2]);
         plait_config_free(cfg);
         return 1;

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/masters_check.h"
+#include "cli/optim_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
@@ -61,7 +62,7 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     return st != PLAIT_OK ? plait_restart_failure_exit(st) : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
-/* `plait train CONFIG -n N`: the masters' and the memory check, once,
+/* `plait train CONFIG -n N`: the masters', the optimizer's and the memory check, once,
  * before the ranks start (they skip the memory check: their launcher
  * checked). */
 static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
@@ -80,7 +81,7 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         rc = 2;
     }
     /* what every rank would refuse alone, once */
-    if (rc == 0 && cfg && plait_cli_check_masters(cfg) != PLAIT_OK) {
+    if (rc == 0 && cfg && (plait_cli_check_masters(cfg) != PLAIT_OK || plait_cli_check_optim(cfg) != PLAIT_OK)) {
         plait_cli_print_error("train");
         rc = 1;
     }

@@ -271,16 +271,8 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
                                "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
                                (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
-    /* under bf16 activations a sparse half's float32 norm output and its
-     * gradient live in buffers the sparse blocks share (moe_bf16.c), which
-     * a weight half run after other blocks' input halves would not find */
-    if (args->split_backward && m->bf16)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two "
-                               "halves (zero-bubble), which the sparse blocks run with float32 activations only, and "
-                               "this bf16 run keeps bf16 activations; choose a schedule without the split (1f1b, "
-                               "interleaved, gpipe), or [run] precision = fp32",
-                               (int)E);
+    plait_status split = plait_model_moe_split_check(E, args->split_backward != 0, m->bf16);
+    if (split != PLAIT_OK) return split;
     if (!PLAIT_KERNELS_HAS_MOE(m->k))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: the device's kernel table has no mixture-of-experts "

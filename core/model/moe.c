@@ -546,3 +546,16 @@ plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t 
     m->k->layernorm_backward(dr, ng.w, ng.b, m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->R, m->C);
     return plait_tp_norm_grads_sum(m, &ng, layer); /* the input half: nothing to add */
 }
+
+plait_status plait_model_moe_split_check(int32_t experts, int split_backward, int bf16_activations) {
+    /* under bf16 activations a sparse half's float32 norm output and its
+     * gradient live in buffers the sparse blocks share (moe_bf16.c), which
+     * a weight half run after other blocks' input halves would not find */
+    if (experts <= 0 || !split_backward || !bf16_activations) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two halves "
+                           "(zero-bubble), which the sparse blocks run with float32 activations only, and this bf16 "
+                           "run keeps bf16 activations; choose a schedule without the split (1f1b, interleaved, "
+                           "gpipe), or [run] precision = fp32",
+                           (int)experts);
+}

@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "train/optim_abi.h"
 #include "train/run.h"
 
 /* A router has collapsed when one expert took this share of a block's
@@ -120,38 +121,8 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
 }
 
 plait_status plait_run_moe_check_optim(const plait_run *run) {
-    const int ep = run->world.mesh.ep;
-    /* an optimizer that reduces the gradients itself must know the group
-     * holding the same experts (plait_optim_init.edp_comm, ABI 1.20), or it
-     * would sum and shard an expert tensor over ranks holding other experts */
-    if (ep > 1 && (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) && run->optim.abi_minor < 20) {
-        const char *where = "";
-        plait_config_origin(run->cfg, "parallel", "ep", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] ep = %d with [optim] plugin = %s: the plugin reduces the gradients "
-                               "itself and declares ABI 1.%u, before the experts' group (plait_optim_init.edp_comm, "
-                               "1.20), so it would sum expert tensors over ranks holding other experts (allowed with "
-                               "ep > 1: an optimizer declaring 1.20, as adam, zero1, zero2, zero3; or ep = 1)",
-                               where, ep, plait_config_str(run->cfg, "optim", "plugin"),
-                               (unsigned)run->optim.abi_minor);
-    }
-    /* at tp × ep an expert slice is cut twice, and an optimizer built
-     * before that (ABI 1.28) counts it in the norm on tp rank 0 alone */
-    if (ep > 1 && run->world.mesh.tp > 1 && run->optim.abi_minor < 28) {
-        const char *where = "";
-        plait_config_origin(run->cfg, "parallel", "tp", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] tp = %d with ep = %d and [optim] plugin = %s: the plugin declares ABI "
-                               "1.%u, before an expert tensor cut over both (plait_plan.second_shards, 1.28), so its "
-                               "gradient norm would miss the tp ranks' slices of the experts (allowed with tp x ep: an "
-                               "optimizer declaring 1.28, as adam, zero1, zero2, zero3; or tp = 1, or ep = 1)",
-                               where, run->world.mesh.tp, ep, plait_config_str(run->cfg, "optim", "plugin"),
-                               (unsigned)run->optim.abi_minor);
-    }
-    /* the routers' selection bias is a model buffer (PLAIT_PARAM_BUFFER):
-     * no optimizer shards or gathers it, so the balancing's moves hold
-     * under every optimizer */
-    return PLAIT_OK;
+    return plait_check_optim_abi(run->cfg, run->world.mesh.tp, run->world.mesh.ep, run->optim.flags,
+                                 run->optim.abi_minor);
 }
 
 /* Experts with a column of their own. */

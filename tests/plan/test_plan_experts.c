@@ -270,6 +270,38 @@ static void test_tpep_evaluate(void **state) {
     plait_config_free(cfg);
 }
 
+/* zb1 splits each backward in two halves, which the sparse blocks run
+ * with float32 activations only: on a device granting a bf16 run bf16
+ * activations, the planner sets a zb1 layout of moe-tiny aside in the
+ * model's words (train refuses it when the model is made), and weighs
+ * 1f1b there, and zb1 on a float32 run. */
+static void test_zb1_bf16_experts(void **state) {
+    (void)state;
+    plait_cluster one_node;
+    plait_cluster_default(&one_node);
+    one_node.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &one_node, .precision = PLAIT_PRECISION_BF16, .global_batch = 8, .load = load_moe};
+    plait_cost_device_cuda(64, 16, &x.device); /* the cuda device's kernels: bf16 activations granted */
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cost_layout l = {.dp = 2, .tp = 1, .pp = 2, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    snprintf(l.schedule, sizeof l.schedule, "zb1");
+    plait_cost_result zb, f1b, fp32;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &zb), PLAIT_OK);
+    assert_false(zb.valid);
+    assert_non_null(strstr(zb.why, "model: [model] moe_experts = 8: this pipeline schedule splits the backward in "
+                                   "two halves (zero-bubble)"));
+    snprintf(l.schedule, sizeof l.schedule, "1f1b");
+    assert_int_equal(plait_cost_evaluate(&l, &x, &f1b), PLAIT_OK);
+    if (!f1b.valid) fail_msg("%s", f1b.why);
+    snprintf(l.schedule, sizeof l.schedule, "zb1");
+    x.precision = PLAIT_PRECISION_FP32;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &fp32), PLAIT_OK);
+    if (!fp32.valid) fail_msg("%s", fp32.why);
+    plait_config_free(cfg);
+}
+
 /* The search's count of a layout from the model's shape equals the one
  * `plait config check` makes from the plugin's plan (rank_cost.c), for
  * moe-tiny at ep 1, 2 and 4, a pipeline of 2 and tp 2 with sequence
@@ -587,6 +619,7 @@ int main(void) {
         cmocka_unit_test(test_ep_checkpoint),
         cmocka_unit_test(test_tp_expert_width),
         cmocka_unit_test(test_ep_checkpoint_buffers),
+        cmocka_unit_test(test_zb1_bf16_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

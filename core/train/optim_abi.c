@@ -1,0 +1,32 @@
+/* What an optimizer's ABI allows of a layout with experts (optim_abi.h). */
+#include "train/optim_abi.h"
+
+#include <plait/optim.h>
+
+#include "runtime/error.h"
+
+plait_status plait_check_optim_abi(const plait_config *cfg, int tp, int ep, uint32_t optim_flags, uint16_t abi_minor) {
+    /* an optimizer that reduces the gradients itself must know the group
+     * holding the same experts (plait_optim_init.edp_comm, ABI 1.20), or it
+     * would sum and shard an expert tensor over ranks holding other experts */
+    const int no_group = ep > 1 && (optim_flags & PLAIT_OPTIM_REDUCES_GRADS) && abi_minor < 20;
+    /* at tp × ep an expert slice is cut twice, and an optimizer built
+     * before that (ABI 1.28) counts it in the norm on tp rank 0 alone */
+    const int cut_once = ep > 1 && tp > 1 && abi_minor < 28;
+    if (!no_group && !cut_once) return PLAIT_OK;
+    const char *where = "", *plugin = plait_config_str(cfg, "optim", "plugin");
+    plait_config_origin(cfg, "parallel", no_group ? "ep" : "tp", &where);
+    if (no_group)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] ep = %d with [optim] plugin = %s: the plugin reduces the gradients "
+                               "itself and declares ABI 1.%u, before the experts' group (plait_optim_init.edp_comm, "
+                               "1.20), so it would sum expert tensors over ranks holding other experts (allowed with "
+                               "ep > 1: an optimizer declaring 1.20, as adam, zero1, zero2, zero3; or ep = 1)",
+                               where, ep, plugin, (unsigned)abi_minor);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [parallel] tp = %d with ep = %d and [optim] plugin = %s: the plugin declares ABI "
+                           "1.%u, before an expert tensor cut over both (plait_plan.second_shards, 1.28), so its "
+                           "gradient norm would miss the tp ranks' slices of the experts (allowed with tp x ep: an "
+                           "optimizer declaring 1.28, as adam, zero1, zero2, zero3; or tp = 1, or ep = 1)",
+                           where, tp, ep, plugin, (unsigned)abi_minor);
+}
