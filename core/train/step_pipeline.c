@@ -7,7 +7,10 @@
  * sends its bf16 activations (pipeline_dtype): the float32 residual stream
  * and its gradient rounded once as they leave a stage, widened exactly on
  * arrival (plait_comm_p2p_bf16), half the bytes. The residual stream stays
- * float32 inside a stage (docs/parallelism.md, "What crosses ranks").
+ * float32 inside a stage (docs/parallelism.md, "What crosses ranks")
+ * unless `[run] residual = bf16` rounds it, when a received boundary is
+ * stored in the slot in bf16 as soon as it arrives
+ * (plait_model_boundary_store).
  */
 #include "train/step_pipeline.h"
 
