@@ -251,7 +251,19 @@ tcp_req *tcp_req_post(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t 
 
 /* tcp_send.c, tcp_recv.c: socket I/O on one connection (mu held). */
 void tcp_conn_flush(tcp_engine *e, tcp_conn *c);
-void tcp_conn_read(tcp_engine *e, tcp_conn *c);
+/* Returns 1 when it stopped at its read budget with bytes left to read. */
+int tcp_conn_read(tcp_engine *e, tcp_conn *c);
+
+/* tcp_notice.c: tell every live peer why this rank is going down (an ABORT
+ * frame with `why`), finishing a chunk in flight first where needed; mu held
+ * throughout (nothing else writes meanwhile). Takes at most TCP_NOTICE_S and
+ * writes at most TCP_NOTICE_MAX_BYTES of a chunk per peer; what peers send
+ * meanwhile is dropped, so the caller must close every connection next
+ * (tcp_fail_peer). Best effort: a peer that is gone or not reading misses
+ * the frame. */
+#define TCP_NOTICE_S 0.5
+#define TCP_NOTICE_MAX_BYTES (8u << 20)
+void tcp_notify_peers(tcp_engine *e, const char *why);
 
 /* tcp_cma.c: single copy between ranks of one host. */
 /* Fill the cma fields of our published address info. */

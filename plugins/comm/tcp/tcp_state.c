@@ -299,18 +299,25 @@ void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) {
     tcp_fail_peer(e, c->peer, PLAIT_ERR_PROTOCOL, why);
 }
 
+/* Read budgets spent on a failing peer's stream looking for its ABORT frame. */
+#define LAST_WORDS_ROUNDS 8
+
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
     /* A peer going down first says why (an ABORT frame: "lost rank 2 in
      * allreduce #5"), on whichever of its streams was at a frame boundary.
      * A failed send, or the end of another stream, can reach us before we
      * read it; read what its streams still hold first, so the loss carries
-     * the cause instead of "broken pipe". Errors met while reading are left
-     * to the loss reported below. */
+     * the cause instead of "broken pipe". The frame may follow the rest of a
+     * chunk and more than one read budget of data, so a stream is read until
+     * it is drained (at most LAST_WORDS_ROUNDS budgets: a peer that keeps
+     * sending is not going down). Errors met while reading are left to the
+     * loss reported below. */
     if (e->reading_last_words) return;
     tcp_peer *peer = &e->peers[c->peer];
     e->reading_last_words = 1;
     for (int s = 0; peer->conns && s < e->cfg.streams && !peer->lost; s++)
-        if (peer->conns[s].fd >= 0) tcp_conn_read(e, &peer->conns[s]);
+        for (int round = 0; round < LAST_WORDS_ROUNDS && peer->conns[s].fd >= 0 && !peer->lost; round++)
+            if (!tcp_conn_read(e, &peer->conns[s])) break;
     e->reading_last_words = 0;
     char why[256];
     if (err == 0)
