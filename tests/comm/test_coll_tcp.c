@@ -2,7 +2,7 @@
  * The conformance matrix over the TCP plugin with real processes: 1, 2, 3,
  * 4, 5 and 8 ranks under plait's launcher, and 4 ranks under
  * `mpirun --allow-run-as-root --oversubscribe -np 4`; a rank that stalls in
- * an allreduce, and one SIGKILLed during it.
+ * an allreduce, and one SIGKILLed during it (default algorithm and ring).
  *
  * Every run covers every collective and send/recv × dtype × operator ×
  * algorithm × in-place form at the small sizes (0, 1, 7, n-1, n+1). At
@@ -152,11 +152,11 @@ static void test_tcp_stalled_rank(void **state) {
  * cause a neighbour passed on. A neighbour going down says why even when
  * every stream to a peer is in the middle of a chunk (it finishes one chunk
  * first: tcp_notice.c), so no rank names only the neighbour whose
- * connection ended. */
-static void test_tcp_rank_killed_in_allreduce(void **state) {
-    (void)state;
+ * connection ended. `algorithm` (an environment setting, or NULL for the
+ * default) picks who talks to whom. */
+static void killed_in_allreduce(char *algorithm) {
     char *argv[] = {"coll_mp_driver", "kill", "2", NULL};
-    char *env[] = {"PLAIT_COMM_TIMEOUT=30", "PLAIT_LOG_LEVEL=error", NULL};
+    char *env[] = {"PLAIT_COMM_TIMEOUT=30", "PLAIT_LOG_LEVEL=error", algorithm, NULL};
     plait_launch_result res;
     char *out = run_launch(4, argv, env, 30, &res);
     fprintf(stderr, "%s", out);
@@ -170,6 +170,18 @@ static void test_tcp_rank_killed_in_allreduce(void **state) {
         if (!strstr(msg, "rank 2")) fail_msg("rank %d's message does not name the lost rank 2: %s", r, msg);
     }
     free(out);
+}
+
+static void test_tcp_rank_killed_in_allreduce(void **state) {
+    (void)state;
+    killed_in_allreduce(NULL);
+}
+
+/* In a ring, rank 0 exchanges data with ranks 3 and 1 only: it learns of
+ * rank 2's loss only as the cause one of them passes on. */
+static void test_tcp_rank_killed_in_ring_allreduce(void **state) {
+    (void)state;
+    killed_in_allreduce("PLAIT_COMM_ALGORITHM=ring");
 }
 
 static void test_tcp_4_ranks_mpirun(void **state) {
@@ -195,15 +207,11 @@ static void test_tcp_4_ranks_mpirun(void **state) {
 int main(void) {
     plait_host_install();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_1_rank_plait_launcher),
-        cmocka_unit_test(test_tcp_2_ranks_plait_launcher),
-        cmocka_unit_test(test_tcp_3_ranks_plait_launcher),
-        cmocka_unit_test(test_tcp_4_ranks_plait_launcher),
-        cmocka_unit_test(test_tcp_5_ranks_plait_launcher),
-        cmocka_unit_test(test_tcp_8_ranks_plait_launcher),
-        cmocka_unit_test(test_tcp_4_ranks_mpirun),
-        cmocka_unit_test(test_tcp_stalled_rank),
-        cmocka_unit_test(test_tcp_rank_killed_in_allreduce),
+        cmocka_unit_test(test_tcp_1_rank_plait_launcher),    cmocka_unit_test(test_tcp_2_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_3_ranks_plait_launcher),   cmocka_unit_test(test_tcp_4_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_5_ranks_plait_launcher),   cmocka_unit_test(test_tcp_8_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_4_ranks_mpirun),           cmocka_unit_test(test_tcp_stalled_rank),
+        cmocka_unit_test(test_tcp_rank_killed_in_allreduce), cmocka_unit_test(test_tcp_rank_killed_in_ring_allreduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -181,7 +181,7 @@ struct tcp_engine {
     int pt_polling;      /* the progress thread is in epoll_wait on ep */
     int stop;
     int has_thread;
-    int reading_last_words; /* tcp_io_error is reading a failing peer's other streams */
+    int reading_last_words; /* depth of tcp_read_last_words: reading a failing peer's streams */
     pthread_t thread;
     size_t tx_pending;   /* conns with queued sends */
 
@@ -241,6 +241,11 @@ void tcp_conn_close(tcp_engine *e, tcp_conn *c);
 void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);
 void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
+/* Read what world rank p's streams still hold (its ABORT frame, which fails
+ * it with the cause it sent) before reporting it lost for another reason;
+ * -1 when already inside such a reading (`nested`: inside more than a few),
+ * whose caller then reports. */
+int tcp_read_last_words(tcp_engine *e, int p, int nested);
 void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev);
 plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op);
 /* The start that an isend (kind TCP_SEND) and an irecv (TCP_RECV) share:

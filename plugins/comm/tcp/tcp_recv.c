@@ -222,6 +222,11 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
  * is spent: 1 in the last case (bytes may be left). */
 static int conn_read_some(tcp_engine *e, tcp_conn *c) {
     size_t budget = READ_BUDGET;
+    /* Whole frames can wait in the staging buffer when this read runs
+     * inside the handling of an earlier frame of the same stream (an RTS
+     * whose ACK met a broken connection reads the peer's last words): parse
+     * them first, as the socket may hold nothing more but its end. */
+    if (c->rx_pos < c->rx_len) parse_staged(e, c);
     while (c->fd >= 0 && budget > 0) {
         ssize_t r;
         size_t want;
