@@ -265,20 +265,34 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
     out->llama = strcmp(plait_config_str(cfg, "model", "arch"), "llama") == 0;
 }
 
+/* Floats of a block's bf16 stash (stash_carve's bf16 branches) a sparse
+ * block does not carve: the MLP half's dy, dln2 and dfc (gpt: dfc lent by
+ * c_fc's output at recompute none), less the float32 norm output
+ * gradient [R,C] it carves instead (model/moe_bf16.c). */
+static double bf16_stash_unkept(const plait_cost_shape *s) {
+    const double BT = s->B * s->T, Rq = BT / seq_cut(s);
+    const double mlp = s->llama ? bh(BT * s->C) + bh(Rq * s->C) + bh(BT * 2 * s->Fl)
+                                : 2 * bh(BT * s->C) + (s->recompute == 0 ? 0 : bh(BT * s->Fl));
+    return mlp - al(Rq * s->C);
+}
+
 double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s) {
     const double BT = s->B * s->T, Rq = BT / seq_cut(s), sel = s->recompute == 1;
     if (s->recompute == 2) /* full: the parts are the shared buffers, the stash as below */
-        return !s->split || s->bf16 ? 0 : 4 * (al(BT * s->C) + (s->llama ? 2 : 1) * al(BT * s->Fl));
+        return !s->split ? 0
+               : s->bf16 ? 4 * bf16_stash_unkept(s)
+                         : 4 * (al(BT * s->C) + (s->llama ? 2 : 1) * al(BT * s->Fl));
     /* llama: gate's, up's and SwiGLU's outputs (bf16: gate|up as one, and
      * the norm's bf16 output); gpt: c_fc's and GELU's outputs (bf16: and
      * ln_2's bf16 output); selective shares SwiGLU's and GELU's */
     const double ln = s->bf16 ? bh(Rq * s->C) : 0, F = s->bf16 ? bh(BT * s->Fl) : al(BT * s->Fl);
     const double gate_up = s->llama ? (s->bf16 ? bh(BT * 2 * s->Fl) : 2 * F) : F;
     /* stash_carve's float32 dy and dfch (llama: and dgate; gpt: dfch lent
-     * by c_fc's output at recompute none) */
-    const double stash = !s->split || s->bf16 ? 0
-                         : s->llama           ? al(BT * s->C) + 2 * al(BT * s->Fl)
-                                              : al(BT * s->C) + (s->recompute == 0 ? 0 : al(BT * s->Fl));
+     * by c_fc's output at recompute none); bf16: bf16_stash_unkept */
+    const double stash = !s->split  ? 0
+                         : s->bf16  ? bf16_stash_unkept(s)
+                         : s->llama ? al(BT * s->C) + 2 * al(BT * s->Fl)
+                                    : al(BT * s->C) + (s->recompute == 0 ? 0 : al(BT * s->Fl));
     return 4 * (ln + gate_up + (sel ? 0 : F) + stash);
 }
 
@@ -303,6 +317,10 @@ double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_sh
     if (!moe || moe->E <= 0 || !s->split) return 0;
     const double N = s->B * s->T, Nk = N * (double)moe->k, C = s->C;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp, two = moe->llama ? 2 : 1;
+    if (plait_cost_experts_bf16(moe, s, tp)) { /* bf16: the rows' dy, the first product's one tensor */
+        const double rows = ep > 1 ? 0 : r64(Nk * C / 2) + r64(two * Nk * F / 2);
+        return 4 * (r64(N * C) + r64(N * (double)moe->E) + rows + (SF > 0 ? r64(two * N * SF / 2) : 0));
+    }
     const double rows = ep > 1 ? 0 : r64(Nk * C) + two * r64(Nk * F); /* at ep > 1 the holders' */
     return 4 * (r64(N * C) + r64(N * (double)moe->E) + rows + (SF > 0 ? two * r64(N * SF) : 0));
 }
@@ -346,8 +364,8 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
      * plait_cost_moe_scratch_bytes), then the host head: moe_ep.c's moe_held
      * (72 bytes) and the E int32 row counts behind it */
     /* under a split backward each row's output gradients beside it
-     * (moe_ep.c's held_kept: C, and F a first product; float32 experts:
-     * the model refuses a split backward with bf16 ones) */
+     * (moe_ep.c's held_kept: C, and F a first product, the llama arch's
+     * two; bf16 where the experts run bf16, as the rows) */
     const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * F : 0;
     const double dev = rows_floats(moe, s, tp, rows * (2.0 * s->C + acts * F + kept));
     return sizeof(float) * dev + 72 + sizeof(int32_t) * (double)moe->E;

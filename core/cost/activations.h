@@ -186,7 +186,8 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
  * under bf16 activations its norm's bf16 output (model/moe_bf16.c
  * rebuilds it in float32); under a split backward, the dense MLP's
  * stashed output gradients (the sparse block keeps its own:
- * plait_cost_moe_split_bytes). */
+ * plait_cost_moe_split_bytes), under bf16 activations less the float32
+ * norm output gradient it stashes instead. */
 double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
 
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
@@ -210,7 +211,9 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
  * the output gradients at its products, the block's, the router's
  * logits', each of the B·T·k rows' at both expert products (llama: gate's
  * and up's apart; at ep > 1 the holder keeps those, plait_cost_held_bytes),
- * the shared experts'; 0 without a split or experts. */
+ * the shared experts'; where the experts run bf16 (plait_cost_experts_bf16)
+ * the rows' and the shared experts' in bf16, the first product's as one
+ * tensor; 0 without a split or experts. */
 double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and

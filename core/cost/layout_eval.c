@@ -13,7 +13,6 @@
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "layout/mesh.h"
-#include "model/model.h"
 #include "cost/rank_cost.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
@@ -394,18 +393,6 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
      * them, in its words: not kept with the plan, which the optimizer does
      * not change */
     if (col.n > 0 && plait_cost_check_masters(cfg, col.ranks[0].bf16) != PLAIT_OK) {
-        snprintf(out->why, sizeof out->why, "%s", plait_last_error());
-        plait_clear_error();
-        plait_config_free(cfg);
-        free(col.ranks);
-        return PLAIT_OK;
-    }
-    /* and the model's refusal of a split backward (zb1) with experts on
-     * bf16 activations, in its words */
-    plait_value experts;
-    if (col.n > 0 && l->pp > 1 && strcmp(l->schedule, "zb1") == 0 &&
-        plait_config_get(cfg, "model", "moe_experts", &experts) == PLAIT_OK &&
-        plait_model_moe_split_check((int32_t)experts.i, 1, col.ranks[0].bf16) != PLAIT_OK) {
         snprintf(out->why, sizeof out->why, "%s", plait_last_error());
         plait_clear_error();
         plait_config_free(cfg);

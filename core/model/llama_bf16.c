@@ -230,8 +230,9 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
     if (st != PLAIT_OK) return st;
     block_grads_bf16 *kept = part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
     float *dx = s->gbuf[(layer - 1) & 1];
-    st = desc_block_sparse(m->desc, layer - 1) /* one pass only: model.c refuses a split backward */
-             ? plait_moe_bf16_half_backward(m, s, layer, a->res2, s->gbuf[layer & 1], dx)
+    st = desc_block_sparse(m->desc, layer - 1) /* its float32 norm gradient kept in block_grads.dln2 */
+             ? plait_moe_bf16_half_backward(m, s, layer, a->res2, s->gbuf[layer & 1], dx, part,
+                                            part == BWD_ALL ? NULL : &s->wg[layer - 1])
              : mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx, part, kept);
     return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx, part, kept);
 }

@@ -264,15 +264,13 @@ static plait_status vocab_slice(plait_model *m) {
 
 /* A model with experts: what its sparse blocks need of the layout and the
  * device, refused naming what would work; the routing's counters. */
-static plait_status moe_setup(plait_model *m, const plait_model_create_args *args) {
+static plait_status moe_setup(plait_model *m) {
     const int32_t E = m->desc->moe.experts;
     if (m->desc->moe.ffn % m->tp != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
                                "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
                                (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
-    plait_status split = plait_model_moe_split_check(E, args->split_backward != 0, m->bf16);
-    if (split != PLAIT_OK) return split;
     if (!PLAIT_KERNELS_HAS_MOE(m->k))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: the device's kernel table has no mixture-of-experts "
@@ -395,7 +393,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
         goto fail;
     }
     m->residual_bf16 = args->residual_bf16 != 0;
-    if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
+    if (desc->moe.experts > 0 && (st = moe_setup(m)) != PLAIT_OK) goto fail;
     m->moe_bf16 = m->bf16 && desc->moe.experts > 0 &&
                   plait_model_moe_bf16(m->k, desc->is_llama, m->C, desc->moe.ffn / m->tp);
     /* parameters gathered for each layer and freed after (ZeRO-3): the
@@ -591,7 +589,8 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     const float *x = s->bound[layer - 1];
     const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
     if (m->bf16) {
-        st = desc_block_sparse(m->desc, layer - 1) ? plait_moe_bf16_half_backward(m, s, layer, r, dy, dx)
+        const block_grads *kept = part == BWD_ALL ? NULL : &s->wg[layer - 1]; /* the sparse half's dln2 */
+        st = desc_block_sparse(m->desc, layer - 1) ? plait_moe_bf16_half_backward(m, s, layer, r, dy, dx, part, kept)
                                                    : plait_bf16_mlp_backward(m, s, layer, r, dy, dx, part);
         return st != PLAIT_OK ? st : plait_bf16_attention_backward(m, s, layer, x, dx, part);
     }

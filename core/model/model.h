@@ -339,14 +339,6 @@ void plait_model_moe_take(plait_model *m, double *counts, double *totals);
  * counts on every rank that holds the block, so the copies stay equal.
  * Fails only on the device's copy error. */
 plait_status plait_model_moe_balance(plait_model *m, const double *counts);
-/* A model with `experts` routed experts (0: dense, PLAIT_OK) under a
- * schedule that splits the backward in two halves (split_backward: zb1)
- * with bf16 activations granted (bf16_activations: plait_model_grants_bf16):
- * PLAIT_ERR_INVALID_CONFIG naming the keys and what works, the refusal of
- * model creation, which `plait plan` makes in the same words of each
- * layout it weighs (cost/layout_eval.c). Thread-safe but for the calling
- * thread's error slot. */
-plait_status plait_model_moe_split_check(int32_t experts, int split_backward, int bf16_activations);
 
 /* The model's buffers (PLAIT_PARAM_BUFFER in the description: tensors that
  * are not parameters, which the model keeps whole on every rank holding

@@ -630,10 +630,12 @@ plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t 
                                          float *dr, bwd_part part, const block_grads *kept);
 /* A sparse block's MLP half under bf16 activations, either arch
  * (moe_bf16.c): its norm and the above in float32 between the float32
- * residual stream's rows r and y; dr (overwritten) = d(r) from dy. */
+ * residual stream's rows r and y; dr (overwritten) = d(r) from dy, `part`
+ * of the backward, the norm's output gradient kept in kept->dln2 (float32)
+ * between a split one's halves (kept NULL for BWD_ALL). */
 plait_status plait_moe_bf16_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
 plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                          float *dr);
+                                          float *dr, bwd_part part, const block_grads *kept);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

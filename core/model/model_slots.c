@@ -79,7 +79,9 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
  * and c_fc's outputs, the attention probabilities when they hold two
  * residual-stream tensors), the rest laid out from `base` (NULL: just
  * measure). A sparse block (!dense) keeps no dense MLP product's
- * gradients: its experts' are moe.c's. Returns the floats taken from base. */
+ * gradients: its experts' are moe.c's; under bf16 activations its norm's
+ * output gradient is float32 as the half computes it (moe_bf16.c), in
+ * dln2 in place of bf.dln2. Returns the floats taken from base. */
 static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base, int dense) {
     const int64_t BT = m->B * m->T, C = m->C, R = m->R; /* R: the residual stream's rows (tp_conjugates.c) */
     const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
@@ -96,9 +98,13 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         off += align_up(((size_t)(n) + 1) / 2);                        \
     } while (0)
     if (m->desc->is_llama && m->bf16) { /* bf16, all in the stash (llama_bf16.c) */
-        STASH_BF16(g->bf.dy, BT * C);
-        STASH_BF16(g->bf.dln2, R * C);
-        STASH_BF16(g->bf.dfc, BT * 2 * m->Fl);
+        if (dense) {
+            STASH_BF16(g->bf.dy, BT * C);
+            STASH_BF16(g->bf.dln2, R * C);
+            STASH_BF16(g->bf.dfc, BT * 2 * m->Fl);
+        } else {
+            STASH(g->dln2, R * C);
+        }
         STASH_BF16(g->bf.dres2, BT * C);
         STASH_BF16(g->bf.dqkv, BT * m->Wq);
         STASH_BF16(g->bf.dln1, R * C);
@@ -115,12 +121,16 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         return off;
     }
     if (m->bf16) { /* a GPT's (block_grads_bf16); c_fc's and c_attn's outputs as above */
-        STASH_BF16(g->bf.dy, BT * C);
-        STASH_BF16(g->bf.dln2, BT * C);
+        if (dense) {
+            STASH_BF16(g->bf.dy, BT * C);
+            STASH_BF16(g->bf.dln2, BT * C);
+        } else {
+            STASH(g->dln2, R * C);
+        }
         STASH_BF16(g->bf.dres2, BT * C);
         STASH_BF16(g->bf.dln1, BT * C);
-        if (none) g->bf.dfc = a->bf.fch;
-        else STASH_BF16(g->bf.dfc, BT * m->Fl);
+        if (none && dense) g->bf.dfc = a->bf.fch;
+        else if (dense) STASH_BF16(g->bf.dfc, BT * m->Fl);
         if (none) g->bf.dqkv = a->bf.qkv;
         else STASH_BF16(g->bf.dqkv, BT * 3 * m->Cl);
         return off;

@@ -58,11 +58,12 @@
  * The ep trades move the rows from and into the device's memory (the
  * counts, host memory, by the all-to-all), so ep > 1 runs on any device
  * with the MoE entries. The backward runs whole in one call (input and
- * weight gradients), or at ep = 1 in two halves (zero-bubble schedules):
+ * weight gradients), or in two halves (zero-bubble schedules):
  * the input half runs the same calls without the weight gradients and
  * keeps in the slot the output gradient at each product (the block's
  * output's, the router's logits', each permuted row's at both expert
- * products, the shared experts'), from which the weight half runs the
+ * products, the shared experts'; bf16 where the experts run bf16, as
+ * their products read them), from which the weight half runs the
  * products' weight halves: one pass's bits. At ep > 1 the rows' output
  * gradients are kept where their weight halves run, on the expert's
  * holder, beside the rows it holds for its sources (moe_ep.c); the
@@ -140,7 +141,12 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
  * split backward's), carved from `base` into *a unless base is NULL. A
  * slot holds them whatever [model] recompute drops: the products they
  * feed run after later blocks' input halves, which overwrite the shared
- * scratch. */
+ * scratch. Where the experts run bf16 the rows' and the shared experts'
+ * are the bf16 gradients their products read (the first product's one
+ * tensor: gpt c_fc's through the GELU, llama gate|up side by side), half
+ * the bytes; the block's output gradient stays float32, the shared
+ * experts' bf16 copy of it rounded again in the weight half (one to_bf16,
+ * the same bits) rather than kept beside it. */
 static size_t kept_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     const int64_t N = d->N, Nk = d->N * d->k;
     const int llama = d->nt == MOE_LLAMA_TENSORS;
@@ -152,15 +158,16 @@ static size_t kept_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     } while (0)
     moe_acts z = {0};
     if (!a) a = &z;
+    const int two = llama && !d->bf; /* float32 llama: gate's and up's apart */
     TAKE(a->kdy, N * d->C);
     TAKE(a->kdlogits, N * d->E);
     if (ep == 1) { /* at ep > 1 the holders keep the rows' (moe_ep.c) */
-        TAKE(a->krdy, Nk * d->C);
-        TAKE(a->krd2, Nk * d->F);
-        if (llama) TAKE(a->krd3, Nk * d->F);
+        TAKE(a->krdy, d->bf ? Nk * d->C / 2 : Nk * d->C);
+        TAKE(a->krd2, d->bf ? plait_moe_bf16_first_floats(d, Nk, d->F) : Nk * d->F);
+        if (two) TAKE(a->krd3, Nk * d->F);
     }
-    if (d->SF > 0) TAKE(a->ksd2, N * d->SF);
-    if (d->SF > 0 && llama) TAKE(a->ksd3, N * d->SF);
+    if (d->SF > 0) TAKE(a->ksd2, d->bf ? plait_moe_bf16_first_floats(d, N, d->SF) : N * d->SF);
+    if (d->SF > 0 && two) TAKE(a->ksd3, N * d->SF);
 #undef TAKE
     return at;
 }
@@ -383,13 +390,24 @@ static plait_status moe_weight(plait_model *m, model_slot *s, const moe_acts *a,
     int nt;
     moe_scratch sc = {0};
     plait_status st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
-    if (st == PLAIT_OK && m->ep > 1) st = scratch_get(m, &sc); /* the sources' gradients apart */
+    /* the sources' gradients apart (ep > 1); the bf16 copy of kdy (d.bf) */
+    if (st == PLAIT_OK && (m->ep > 1 || d.bf)) st = scratch_get(m, &sc);
     if (st != PLAIT_OK) return st;
-    if (d.SF > 0) {
+    if (d.SF > 0 && d.bf) { /* shared_backward's rounding of dy, again */
+        const mlp_w gw = plait_moe_expert_w(&d, g, -1);
+        const int32_t off[2] = {0, (int32_t)d.N};
+        m->k->to_bf16(sc.dyb, a->kdy, (size_t)(d.N * d.C));
+        plait_moe_bf16_group_weight(m, &d, &gw, off, 1, d.SF, a->sx, a->su, a->sa, sc.dyb, MOE_BF(a->ksd2));
+    } else if (d.SF > 0) {
         const mlp_w gw = plait_moe_expert_w(&d, g, -1);
         plait_moe_mlp_weight(m, &d, &gw, ln, a->su, a->sa, a->kdy, a->ksd2, a->ksd3, d.N, d.SF);
     }
-    if (m->ep == 1) plait_moe_group_weight(m, &d, g, a->hoff, a);
+    if (m->ep == 1 && d.bf) {
+        const mlp_w gw = plait_moe_expert_w(&d, g, 0);
+        plait_moe_bf16_group_weight(m, &d, &gw, a->hoff, d.E, d.F, a->x, a->u, a->a, MOE_BF(a->krdy), MOE_BF(a->krd2));
+    } else if (m->ep == 1) {
+        plait_moe_group_weight(m, &d, g, a->hoff, a);
+    }
     if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, NULL, g, &sc, BWD_WEIGHT)) != PLAIT_OK) return st;
     if (keeps_none(m)) plait_moe_held_drop(m, s, layer); /* kept through the input half for this one */
     m->k->matmul_backward(NULL, g[MOE_ROUTER], NULL, a->kdlogits, ln, NULL, d.N, d.C, d.E);
@@ -397,22 +415,28 @@ static plait_status moe_weight(plait_model *m, model_slot *s, const moe_acts *a,
 }
 
 /* The shared experts' backward from dy [N,C] (float32), their input
- * gradient into dln (overwritten): in bf16 where d->bf, from dy rounded
- * into sc->dyb, the input gradient widened from sc->dxb (free until the
- * routes' gradients fill them). */
-static void shared_backward(plait_model *m, const moe_dims *d, int32_t layer, float *const *t, float *const *g,
-                            const moe_acts *a, const float *ln, const float *dy, float *dln, const moe_scratch *sc) {
-    const mlp_w gw = plait_moe_expert_w(d, g, -1);
+ * gradient into dln (overwritten), their weights' gradients added to gw
+ * (NULL pointers: none, a split backward's input half, which keeps the
+ * first product's output gradient in a->ksd2 and ksd3): in bf16 where
+ * d->bf, from dy rounded into sc->dyb, the input gradient widened from
+ * sc->dxb (free until the routes' gradients fill them). */
+static void shared_backward(plait_model *m, const moe_dims *d, int32_t layer, float *const *t, const mlp_w *gw,
+                            const moe_acts *a, const float *ln, const float *dy, float *dln, const moe_scratch *sc,
+                            int keep) {
+    const int64_t N = d->N, SF = d->SF;
     if (!d->bf) {
         const mlp_w w = plait_moe_expert_w(d, t, -1);
-        plait_moe_mlp_backward(m, d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, d->N, d->SF, sc);
+        plait_moe_mlp_backward(m, d, &w, gw, ln, a->sh, a->su, a->sa, dy, dln, N, SF, sc);
+        if (keep) m->k->copy(a->ksd2, sc->d2, (size_t)(N * SF));
+        if (keep && a->ksd3) m->k->copy(a->ksd3, sc->d3, (size_t)(N * SF));
         return;
     }
-    const int32_t off[2] = {0, (int32_t)d->N};
+    const int32_t off[2] = {0, (int32_t)N};
     const mlp_wbf w = plait_moe_bf16_w(m, d, layer, -1);
-    m->k->to_bf16(sc->dyb, dy, (size_t)(d->N * d->C));
-    plait_moe_bf16_group_backward(m, d, &w, &gw, off, 1, d->SF, a->sx, a->sh, a->su, a->sa, sc->dyb, sc->dxb, sc);
-    m->k->from_bf16(dln, sc->dxb, (size_t)(d->N * d->C));
+    m->k->to_bf16(sc->dyb, dy, (size_t)(N * d->C));
+    plait_moe_bf16_group_backward(m, d, &w, gw, off, 1, SF, a->sx, a->sh, a->su, a->sa, sc->dyb, sc->dxb, sc);
+    if (keep) m->k->copy(a->ksd2, plait_moe_bf16_first_grad(d, sc), (size_t)plait_moe_bf16_first_floats(d, N, SF));
+    m->k->from_bf16(dln, sc->dxb, (size_t)(N * d->C));
 }
 
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy_rows,
@@ -444,13 +468,12 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (st != PLAIT_OK) return st;
     if (!one) m->k->copy(a->kdy, dy, (size_t)(N * C));
     /* the shared experts see dy whole; their input gradient starts dln */
-    if (d.SF > 0 && one) shared_backward(m, &d, layer, t, g, a, ln, dy, dln, &sc);
-    else if (d.SF > 0) { /* the input half (float32 experts: the model refuses a split backward with bf16 ones) */
-        const mlp_w w = plait_moe_expert_w(&d, t, -1), gw = {0};
-        plait_moe_mlp_backward(m, &d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, N, d.SF, &sc);
-        m->k->copy(a->ksd2, sc.d2, (size_t)(N * d.SF));
-        if (a->ksd3) m->k->copy(a->ksd3, sc.d3, (size_t)(N * d.SF));
-    } else m->k->zero(dln, (size_t)(N * C));
+    if (d.SF > 0) {
+        const mlp_w gw = one ? plait_moe_expert_w(&d, g, -1) : (mlp_w){0};
+        shared_backward(m, &d, layer, t, &gw, a, ln, dy, dln, &sc, !one);
+    } else {
+        m->k->zero(dln, (size_t)(N * C));
+    }
     /* each route's output gradient (gate × dy) in its row, the gate's
      * (dy · its output), then the router's logits' */
     const moe_desc *md = &m->desc->moe;
@@ -462,16 +485,21 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     if (!one) m->k->copy(a->kdlogits, sc.dlogits, (size_t)(N * d.E));
     if (m->ep == 1 && d.bf) {
         const mlp_wbf w = plait_moe_bf16_w(m, &d, layer, 0);
-        const mlp_w gw = plait_moe_expert_w(&d, g, 0);
+        const mlp_w gw = one ? plait_moe_expert_w(&d, g, 0) : (mlp_w){0};
         plait_moe_bf16_group_backward(m, &d, &w, &gw, a->hoff, d.E, d.F, a->x, a->h, a->u, a->a, sc.dyb, sc.dxb, &sc);
     } else if (m->ep == 1) {
         plait_moe_group_backward(m, &d, t, g, a->hoff, a, &sc);
     }
     if (!one && m->ep == 1) { /* the rows' output gradients at each product (at ep > 1 their holder's) */
         const int64_t rows = a->hoff[d.E];
-        m->k->copy(a->krdy, sc.dy, (size_t)(rows * C));
-        m->k->copy(a->krd2, sc.d2, (size_t)(rows * d.F));
-        if (a->krd3) m->k->copy(a->krd3, sc.d3, (size_t)(rows * d.F));
+        if (d.bf) { /* bf16: C and F multiples of 8 */
+            m->k->copy(a->krdy, (const float *)(const void *)sc.dyb, (size_t)(rows * C / 2));
+            m->k->copy(a->krd2, plait_moe_bf16_first_grad(&d, &sc), (size_t)plait_moe_bf16_first_floats(&d, rows, d.F));
+        } else {
+            m->k->copy(a->krdy, sc.dy, (size_t)(rows * C));
+            m->k->copy(a->krd2, sc.d2, (size_t)(rows * d.F));
+            if (a->krd3) m->k->copy(a->krd3, sc.d3, (size_t)(rows * d.F));
+        }
     }
     if (m->ep > 1 && (st = plait_moe_ep_backward(m, s, layer, &d, a, t, g, &sc, part)) != PLAIT_OK) return st;
     if (keeps_none(m) && one) plait_moe_held_drop(m, s, layer); /* split: the weight half drops them */
@@ -545,17 +573,4 @@ plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t 
     m->k->copy(dr, dy, (size_t)(m->R * m->C));
     m->k->layernorm_backward(dr, ng.w, ng.b, m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->R, m->C);
     return plait_tp_norm_grads_sum(m, &ng, layer); /* the input half: nothing to add */
-}
-
-plait_status plait_model_moe_split_check(int32_t experts, int split_backward, int bf16_activations) {
-    /* under bf16 activations a sparse half's float32 norm output and its
-     * gradient live in buffers the sparse blocks share (moe_bf16.c), which
-     * a weight half run after other blocks' input halves would not find */
-    if (experts <= 0 || !split_backward || !bf16_activations) return PLAIT_OK;
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "model: [model] moe_experts = %d: this pipeline schedule splits the backward in two halves "
-                           "(zero-bubble), which the sparse blocks run with float32 activations only, and this bf16 "
-                           "run keeps bf16 activations; choose a schedule without the split (1f1b, interleaved, "
-                           "gpipe), or [run] precision = fp32",
-                           (int)experts);
 }

@@ -30,6 +30,11 @@
  * so that evaluation and sampling never hold it. A sparse
  * block's slot keeps the norm's statistics, not its output
  * (model_slots.c).
+ *
+ * A split backward (zero-bubble schedules) rebuilds the norm's output in
+ * both halves, as one pass does, so the slot keeps only the norm's output
+ * gradient between them (float32 [R,C], block_grads.dln2 in the block's
+ * stash) beside the experts' kept gradients (moe.c).
  */
 #include "device/device.h"
 #include "model/model_internal.h"
@@ -86,17 +91,40 @@ plait_status plait_moe_bf16_half_forward(plait_model *m, model_slot *s, int32_t 
     return st != PLAIT_OK ? st : plait_moe_forward(m, s, layer, ln_full(m), r, y);
 }
 
-plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                          float *dr) {
+/* The weight half of a split backward: the experts' and the router's
+ * gradients (moe.c, from the output gradients the input half kept in the
+ * slot, the router's from the norm's output just rebuilt), then the
+ * norm's parameters' from its output gradient the input half kept in
+ * kept->dln2 (float32 [R,C]: the only gradient of the half no kept
+ * activation can give again without the input half's products). */
+static plait_status weight_half(plait_model *m, model_slot *s, int32_t layer, const float *r, const block_grads *kept) {
     const block_acts *a = &s->blocks[layer - 1];
-    float *p[2], *g[2];
+    float *g[2];
+    plait_status st = norm_params(m, PARAM_GRAD, layer, g);
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), NULL, NULL, BWD_WEIGHT);
+    if (st != PLAIT_OK) return st;
+    norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);
+    if (m->desc->is_llama) m->k->rmsnorm_backward(NULL, NULL, ng.w, kept->dln2, r, NULL, a->ln2_rstd, m->R, m->C);
+    else m->k->layernorm_backward(NULL, ng.w, ng.b, kept->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, m->R, m->C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
+}
+
+plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                          float *dr, bwd_part part, const block_grads *kept) {
+    const block_acts *a = &s->blocks[layer - 1];
+    float *p[2], *g[2] = {NULL, NULL};
+    /* either half: the norm's output rebuilt (the router's weight
+     * gradient reads it in the weight half, as its input gradient does in
+     * the input half), cheaper than a kept [B·T,C] float32 copy a block */
     plait_status st = norm_forward(m, s, layer, r, 1, "before the router's weight gradient");
-    if (st == PLAIT_OK) st = norm_params(m, PARAM_GRAD, layer, g);
-    if (st == PLAIT_OK) st = norm_params(m, PARAM_DATA, layer, p);
+    if (st == PLAIT_OK && part == BWD_ALL) st = norm_params(m, PARAM_GRAD, layer, g);
+    if (st == PLAIT_OK && (part & BWD_INPUT)) st = norm_params(m, PARAM_DATA, layer, p);
     /* recompute = full: the slot kept nothing of the experts (moe.c) */
     if (st == PLAIT_OK && m->desc->recompute == PLAIT_RECOMPUTE_FULL) st = plait_moe_rerun(m, s, layer, ln_full(m));
-    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), dy, dln_full(m), BWD_ALL);
+    if (st == PLAIT_OK && part == BWD_WEIGHT) return weight_half(m, s, layer, r, kept);
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln_full(m), dy, dln_full(m), part);
     if (st != PLAIT_OK) return st;
+    if (part == BWD_INPUT) plait_model_keep(m, kept->dln2, dln_full(m), (size_t)(m->R * m->C));
     /* dr = dy + the norm's input gradient, over this rank's rows */
     norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);
     if (m->desc->is_llama) {

@@ -184,15 +184,17 @@ static int64_t held_width(const moe_dims *d) {
 /* Under a split backward, where the held rows' output gradients live from
  * the input half to the weight half: after the rows' activations in their
  * device block (held_alloc's layout), dy [rows,C] at the last product and
- * d2 (llama: and d3) [rows,F] at the first. */
+ * d2 (llama: and d3) [rows,F] at the first; where d->bf, bf16 as the
+ * products read them, dy [rows,C] and d2 the first product's one tensor
+ * (gpt [rows,F], llama gate|up [rows,2F]), d3 NULL. */
 typedef struct held_kept {
     float *dy, *d2, *d3;
 } held_kept;
 
 static held_kept held_kept_of(const moe_dims *d, const moe_held *h) {
-    float *at = h->x + h->rows * (2 * d->C + (d->sel ? 2 : 3) * d->F); /* x: the block's start */
-    held_kept k = {.dy = at, .d2 = at + h->rows * d->C};
-    k.d3 = d->nt == MOE_LLAMA_TENSORS ? k.d2 + h->rows * d->F : NULL;
+    float *at = plait_moe_at(d, h->x, h->rows * (2 * d->C + (d->sel ? 2 : 3) * d->F)); /* x: the block's start */
+    held_kept k = {.dy = at, .d2 = plait_moe_at(d, at, h->rows * d->C)};
+    k.d3 = d->nt == MOE_LLAMA_TENSORS && !d->bf ? k.d2 + h->rows * d->F : NULL;
     return k;
 }
 
@@ -223,7 +225,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         m->act_bytes += h->bytes;
     }
     /* x, y and h, u, a (d->sel: held_act), under a split backward the kept
-     * output gradients too (held_kept_of); bf16 where d->bf (never split),
+     * output gradients too (held_kept_of); bf16 where d->bf,
      * the llama arch's h and u one [rows,2F] gate|up */
     const int64_t width = held_width(d) / (d->bf ? 2 : 1);
     float **dev = &s->moe_held_dev[layer - 1];
@@ -344,6 +346,10 @@ static void sources_sum(plait_model *m, const moe_dims *d, float *gs, int64_t G,
         m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
 }
 
+/* bf16 values a held row's first product's kept output gradient takes
+ * (held_kept_of, d->bf): gpt F, llama gate|up 2F. */
+static int64_t first_width(const moe_dims *d) { return d->nt == MOE_LLAMA_TENSORS ? 2 * d->F : d->F; }
+
 /* Each tensor's offset in one source's gradients (part[]), their floats G. */
 static int64_t source_parts(const plait_model *m, const moe_dims *d, int64_t *part) {
     int64_t G = 0;
@@ -363,7 +369,18 @@ plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer,
     float *gs = sc->grads;
     if (part == BWD_WEIGHT) { /* each source's weight gradients from the kept output gradients */
         m->k->zero(gs, (size_t)(m->ep * G));
-        for (int q = 0; q < m->ep; q++) {
+        for (int q = 0; q < m->ep && d->bf; q++) { /* one grouped product a source, as the input half's */
+            float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
+            for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
+            int32_t off[4097];
+            source_offsets(h->cnt + q * El, El, off);
+            const mlp_w gw = plait_moe_expert_w(d, gq, 0);
+            const held_rows hr = held_rows_at(d, h, at);
+            plait_moe_bf16_group_weight(m, d, &gw, off, El, F, hr.x, hr.u, hr.a, MOE_BF(kept.dy) + at * C,
+                                        MOE_BF(kept.d2) + at * first_width(d));
+            at += off[El];
+        }
+        for (int q = 0; q < m->ep && !d->bf; q++) {
             float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
             for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
             for (int64_t le = 0; le < El; le++) {
@@ -388,18 +405,21 @@ plait_status plait_moe_ep_backward(plait_model *m, model_slot *s, int32_t layer,
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
     st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, d->bf, "the output gradients' dispatch");
-    if (st == PLAIT_OK && !one) m->k->copy(kept.dy, dy, (size_t)(h->rows * C));
+    if (st == PLAIT_OK && !one) m->k->copy(kept.dy, dy, (size_t)(d->bf ? h->rows * C / 2 : h->rows * C));
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
         float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
         for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + parts[i];
-        if (d->bf) { /* one grouped product a source, as the forward's (never split: the model refuses it) */
+        if (d->bf) { /* one grouped product a source, as the forward's */
             int32_t off[4097];
             source_offsets(h->cnt + q * El, El, off);
             const mlp_wbf w = plait_moe_bf16_w(m, d, layer, 0);
-            const mlp_w gw = plait_moe_expert_w(d, gq, 0);
+            const mlp_w gw = one ? plait_moe_expert_w(d, gq, 0) : (mlp_w){0};
             held_rows hr = held_rows_at(d, h, at);
             plait_moe_bf16_group_backward(m, d, &w, &gw, off, El, F, hr.x, hr.h, hr.u, hr.a, MOE_BF(dy) + at * C,
                                           MOE_BF(dx) + at * C, sc);
+            if (!one && off[El] > 0) /* the input half: the first product's output gradient kept */
+                m->k->copy((float *)(void *)(MOE_BF(kept.d2) + at * first_width(d)), plait_moe_bf16_first_grad(d, sc),
+                           (size_t)plait_moe_bf16_first_floats(d, off[El], F));
             at += off[El];
             continue;
         }

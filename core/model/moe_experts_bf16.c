@@ -80,6 +80,23 @@ void plait_moe_bf16_group_backward(plait_model *m, const moe_dims *d, const mlp_
     m->k->moe_matmul_backward_bf16(dx, g->w1, g->b1, d1, F, xb, w->w[0], NULL, off, E, C, F);
 }
 
+void plait_moe_bf16_group_weight(plait_model *m, const moe_dims *d, const mlp_w *g, const int32_t *off, int64_t E,
+                                 int64_t F, const float *x, const float *u, const float *a, const plait_bf16 *dy,
+                                 const plait_bf16 *d1) {
+    const int64_t C = d->C;
+    if (off[E] == 0) return;
+    /* plait_moe_bf16_group_backward's products, their input gradients
+     * left out (dinp NULL: the weight and GELU's input unread) */
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->moe_matmul_backward_bf16(NULL, g->w2, NULL, dy, C, MOE_BF(a), NULL, NULL, off, E, F, C);
+        m->k->moe_matmul_backward_bf16(NULL, g->w1, NULL, d1, 2 * F, MOE_BF(x), NULL, NULL, off, E, C, F);
+        m->k->moe_matmul_backward_bf16(NULL, g->w3, NULL, d1 + F, 2 * F, MOE_BF(x), NULL, NULL, off, E, C, F);
+        return;
+    }
+    m->k->moe_matmul_backward_bf16(NULL, g->w2, g->b2, dy, C, MOE_BF(u), NULL, NULL, off, E, F, C);
+    m->k->moe_matmul_backward_bf16(NULL, g->w1, g->b1, d1, F, MOE_BF(x), NULL, NULL, off, E, C, F);
+}
+
 void plait_moe_shared_forward(plait_model *m, const moe_dims *d, int32_t layer, float *const *t, moe_acts *a,
                               const float *ln) {
     if (!d->bf) {

@@ -164,6 +164,24 @@ void plait_moe_bf16_group_backward(plait_model *m, const moe_dims *d, const mlp_
                                    const float *u, const float *a, const plait_bf16 *dy, plait_bf16 *dx,
                                    const moe_scratch *sc);
 
+/* Their weight half (split backward): g's slices from the output
+ * gradients the input half kept, in bf16: dy [off[E],C] at the last
+ * product, d1 at the first (gpt: c_fc's through the GELU, [off[E],F];
+ * llama: the gate's and up's side by side, [off[E],2F]); the bits the
+ * one-pass call adds. */
+void plait_moe_bf16_group_weight(plait_model *m, const moe_dims *d, const mlp_w *g, const int32_t *off, int64_t E,
+                                 int64_t F, const float *x, const float *u, const float *a, const plait_bf16 *dy,
+                                 const plait_bf16 *d1);
+/* The first product's output gradient plait_moe_bf16_group_backward
+ * leaves in sc (bf16: gpt d1 [rows,F], llama d2 [rows,2F]) and its
+ * floats' count for `rows` rows: what a split backward's input half keeps. */
+static inline const float *plait_moe_bf16_first_grad(const moe_dims *d, const moe_scratch *sc) {
+    return d->nt == MOE_LLAMA_TENSORS ? sc->d2 : sc->d1;
+}
+static inline int64_t plait_moe_bf16_first_floats(const moe_dims *d, int64_t rows, int64_t F) {
+    return d->nt == MOE_LLAMA_TENSORS ? rows * F : rows * F / 2;
+}
+
 /* The shared experts' forward over every token of `ln` (float32 [N,C])
  * into a's sh .. sy: moe_experts.c's MLP, or where d->bf the bf16 one
  * from ln rounded into a->sx. */

@@ -15,7 +15,8 @@
  * than those of the same model whose table lacks the experts' bf16
  * entries (ABI 1.29: its experts run float32), whose losses differ; a
  * forward-only model holds the sparse halves' float32 norm output and
- * not its gradient.
+ * not its gradient; the backward in two halves (zero-bubble schedules)
+ * gives the one pass's bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,10 +55,14 @@ static const plait_kernels *float_experts_table(void) {
     return &k;
 }
 
-static void trace_with(const char *ini, const plait_kernels *k, int bf16, harness_trace *t) {
-    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = k, .activations_bf16 = bf16};
+static void trace_split(const char *ini, const plait_kernels *k, int bf16, int split, harness_trace *t) {
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = k, .activations_bf16 = bf16, .split_backward = split};
     t->steps = STEPS;
     assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
+}
+
+static void trace_with(const char *ini, const plait_kernels *k, int bf16, harness_trace *t) {
+    trace_split(ini, k, bf16, 0, t);
 }
 
 static void trace_on(const char *ini, int bf16, harness_trace *t) { trace_with(ini, bf16_table(), bf16, t); }
@@ -144,6 +149,51 @@ static void test_llama_recompute(void **state) {
     check_recompute(LLAMA_INI);
 }
 
+/* The backward in two halves (zero-bubble schedules: every slot's input
+ * half, then the weight halves, so each weight half runs after the other
+ * slot's sparse halves overwrote the buffers they share) gives the one
+ * pass's bits in every recompute mode, with the experts in bf16 and, on a
+ * table without their bf16 entries, in float32; the slot keeps more
+ * between the halves (the sparse half's float32 norm gradient, its
+ * products' output gradients). */
+static void check_split(const char *ini) {
+    static const char *const modes[] = {"none", "selective", "full"};
+    const plait_kernels *tables[2] = {bf16_table(), float_experts_table()};
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; m < 3; m++) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%srecompute = %s\n", ini, modes[m]);
+            harness_trace one, two;
+            trace_split(buf, tables[k], 1, 0, &one);
+            trace_split(buf, tables[k], 1, 1, &two);
+            assert_true(two.bf16);
+            for (int i = 0; i < STEPS * SLOTS; i++)
+                if (one.loss[i] != two.loss[i])
+                    fail_msg("%s experts, recompute %s: step %d slot %d loss %.17g split, %.17g one pass",
+                             k ? "float32" : "bf16", modes[m], i / SLOTS, i % SLOTS, two.loss[i], one.loss[i]);
+            assert_int_equal(one.numel, two.numel);
+            for (size_t i = 0; i < STEPS * one.numel; i++)
+                if (memcmp(&one.grads[i], &two.grads[i], sizeof(float)) != 0)
+                    fail_msg("%s experts, recompute %s: step %zu gradient %zu is %.9g split, %.9g one pass",
+                             k ? "float32" : "bf16", modes[m], i / one.numel, i % one.numel, (double)two.grads[i],
+                             (double)one.grads[i]);
+            assert_true(one.loss[(STEPS - 1) * SLOTS] != one.loss[0]);
+            assert_true(two.act_bytes > one.act_bytes);
+            harness_trace_free(&one);
+            harness_trace_free(&two);
+        }
+}
+
+static void test_gpt_split(void **state) {
+    (void)state;
+    check_split(GPT_INI);
+}
+
+static void test_llama_split(void **state) {
+    (void)state;
+    check_split(LLAMA_INI);
+}
+
 /* The activation bytes after one forward of micro-batch 2 (slot 0), the
  * model forward-only (evaluation, sampling) or not, then with `again` a
  * second forward of the same model with forward_only cleared. */
@@ -193,9 +243,14 @@ static void test_llama_forward_only(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpt_trains_as_float32), cmocka_unit_test(test_llama_trains_as_float32),
-        cmocka_unit_test(test_gpt_recompute),         cmocka_unit_test(test_llama_recompute),
-        cmocka_unit_test(test_gpt_forward_only),      cmocka_unit_test(test_llama_forward_only),
+        cmocka_unit_test(test_gpt_trains_as_float32),
+        cmocka_unit_test(test_llama_trains_as_float32),
+        cmocka_unit_test(test_gpt_recompute),
+        cmocka_unit_test(test_llama_recompute),
+        cmocka_unit_test(test_gpt_forward_only),
+        cmocka_unit_test(test_llama_forward_only),
+        cmocka_unit_test(test_gpt_split),
+        cmocka_unit_test(test_llama_split),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kref_bf16_release();

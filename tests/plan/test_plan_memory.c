@@ -5,7 +5,8 @@
  * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, with experts too (llama full, gpt
- * selective, zb1: gpt, and llama under full), and zero-bubble's split
+ * selective, zb1: gpt, and llama under full; zb1 under bf16 activations
+ * too, gpt, llama and at ep 2), and zero-bubble's split
  * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
@@ -72,7 +73,7 @@ static int teardown(void **state) {
 
 typedef struct layout {
     const char *name;
-    const char *over[10]; /* NULL-terminated */
+    const char *over[10]; /* NULL-terminated; the run takes the first 8 */
     int emu;             /* needs the cuda_emu device */
     int bf16;            /* the model stores bf16 activations */
     int states_only;     /* parameters, gradients and optimizer state compared, not the activations */
@@ -310,6 +311,25 @@ static const layout layouts[] = {
       "model.moe_experts=2", "model.recompute=selective", NULL},
      1,
      1},
+    /* zero-bubble with experts under bf16 activations: each slot's sparse
+     * blocks keep their float32 norm output gradient and their products'
+     * output gradients (the experts' in bf16) between the halves; gpt with
+     * a shared expert, llama, and at ep 2 the holders' in bf16 */
+    {"cuda_emu gpt moe bf16 pp2 zb1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.moe_experts=4", "model.moe_shared_experts=1",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cuda_emu llama moe bf16 pp2 zb1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "model.moe_experts=4",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cuda_emu moe bf16 dp2 ep2 pp2 zb1 balanced",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2",
+      "model.moe_ffn_hidden=48", "parallel.pp=2", "parallel.pp.schedule=zb1", NULL},
+     1,
+     1},
     {"cuda_emu bf16 pp2 1f1b selective",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},
@@ -404,6 +424,7 @@ static int read_memory_csv(const char *out, double rows[][4], int cap) {
 static void check_layout(const layout *l, int *worse) {
     int nover = 0;
     while (l->over[nover]) nover++;
+    if (nover > 8) fail_msg("%s: %d overrides; the run takes 8 (zt_train's arguments)", l->name, nover);
     /* the prediction, as `plait config check` makes it */
     plait_config *cfg = NULL;
     if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
