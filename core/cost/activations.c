@@ -158,14 +158,18 @@ static int imin(int a, int b) { return a < b ? a : b; }
 
 double plait_cost_message_bytes(const plait_cost_shape *s) { return s->sp && s->bf16 ? 2 : 4; }
 
+double plait_cost_boundary_bytes(const plait_cost_shape *s) { return 4 * al(s->B * s->T * s->C / seq_cut(s)); }
+
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
-    /* the residual stream and its gradient: cut along the sequence under sp */
-    double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT) * 2 + al(BTCq) * 2;
+    /* the tokens and targets; the residual stream is cut along the
+     * sequence under sp */
+    double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT) * 2;
     /* the residual stream at boundary l (0..L) sits between layers l and
      * l + 1: a slot holding either keeps it */
     int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
     /* but the output of a chunk that ends before the head, sent to the
-     * next stage, shares the buffer its gradient arrives in */
+     * next stage, is the boundary pool's, as are the gradients
+     * (plait_cost_boundary_bytes) */
     if (last <= s->L) boundaries--;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     /* under a bf16 residual stream each of them is bf16, those the slot

@@ -126,12 +126,15 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
 double plait_cost_message_bytes(const plait_cost_shape *s);
 
 /* Bytes one activation slot holds for layers [first, last] of the model
- * (0 = embedding, 1..L blocks, L+1 head): token and target ids, two
- * gradient buffers, the residual stream at every boundary the slot touches
- * but the output of a chunk that ends before the head (it shares the
- * gradient buffer its gradient arrives in), each block's saved tensors
- * and, with the head, its logits. */
+ * (0 = embedding, 1..L blocks, L+1 head): token and target ids, the
+ * residual stream at every boundary the slot touches but the output of a
+ * chunk that ends before the head (sent on from a buffer of the boundary
+ * pool), each block's saved tensors and, with the head, its logits. */
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
+/* Bytes of one buffer of the model's boundary pool (model/model_slots.c):
+ * a boundary's residual stream in float32, its gradient or a sent output;
+ * cost/stages.c counts the buffers a stage's schedule holds at its peak. */
+double plait_cost_boundary_bytes(const plait_cost_shape *s);
 
 /* Ring attention's traffic (cp > 1; nothing otherwise) for `blocks`
  * blocks and `micro_batches` micro-batches a step: r's cp_passes,

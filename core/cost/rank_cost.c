@@ -7,9 +7,66 @@
 
 #include "model/model.h"
 #include "model/tied.h"
+#include "train/step_pipeline.h"
 
 /* The elements of global parameter `gi`'s slice on this plan: its shard,
  * and at tp × ep an expert tensor's second split too. */
+/* The most buffers of the model's boundary pool (model/model_slots.c) the
+ * rank holds at once, replaying its instruction list as the executor runs
+ * it (train/run_step.c, train/step_pipeline.c): the forward of a chunk
+ * whose output is sent takes one, which SEND_ACT hands to the ring of
+ * sends in flight; RECV_GRAD takes one, the backward the rest of the
+ * gradients it touches (`need`: 1 where the chunk is the embedding or the
+ * head alone, else both parities) and gives them back after it, all but
+ * the input gradient SEND_GRAD hands to the ring (the embedding's chunk:
+ * all, after its weight half); a send first waits for the one `window`
+ * before it of its kind, whose buffer goes back (the step's end, the
+ * rest). The larger of a training step's and an evaluation pass's (its
+ * forwards and their sends only). */
+static double pool_peak(const plait_plan *plan, int32_t pp, const int8_t *need) {
+    const int32_t window = plait_step_send_window(plan, pp);
+    int64_t peak = 0;
+    for (int train = 0; train < 2; train++) {
+        int64_t held = 0, ring[2] = {0, 0};
+        for (size_t i = 0; i < plan->n_instr; i++) {
+            const plait_instr *in = &plan->schedule[i];
+            const int c = (int)in->chunk, kind = in->op == PLAIT_INSTR_SEND_GRAD;
+            const int sends_grad = c < 64 && need[c] < 0, n = c < 64 ? (need[c] < 0 ? -need[c] : need[c]) : 2;
+            switch ((plait_instr_op)in->op) {
+                case PLAIT_INSTR_FORWARD:
+                    /* the output a SEND_ACT for the same chunk and micro-batch follows */
+                    if (i + 1 < plan->n_instr && plan->schedule[i + 1].op == PLAIT_INSTR_SEND_ACT) held++;
+                    break;
+                case PLAIT_INSTR_SEND_ACT:
+                case PLAIT_INSTR_SEND_GRAD:
+                    if (!train && kind) break;
+                    if (ring[kind] == window) held--;
+                    else ring[kind]++;
+                    break;
+                case PLAIT_INSTR_RECV_GRAD:
+                    held += train;
+                    break;
+                case PLAIT_INSTR_BACKWARD:
+                case PLAIT_INSTR_BACKWARD_INPUT:
+                    if (!train) break;
+                    if (!(i > 0 && plan->schedule[i - 1].op == PLAIT_INSTR_RECV_GRAD)) held++;
+                    held += n - 1;
+                    if (held > peak) peak = held;
+                    if (sends_grad) held -= n - 1;
+                    else if (in->op == PLAIT_INSTR_BACKWARD) held -= n;
+                    break;
+                case PLAIT_INSTR_BACKWARD_WEIGHT:
+                    if (train && !sends_grad) held -= n;
+                    break;
+                default:
+                    break;
+            }
+            if (held > peak) peak = held;
+        }
+    }
+    return (double)peak;
+}
+
 static double shard_numel(const plait_plan *plan, const plait_param *g, int32_t gi) {
     plait_param p = *g;
     if (plait_param_apply_shard(&p, &plan->shards[gi]) != PLAIT_OK) return (double)g->numel;
@@ -115,6 +172,10 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         }
 
     int has_embedding = LOCAL(0), has_head = LOCAL(L + 1);
+    /* per chunk, the gradients its backward touches, negative where it
+     * sends its input gradient (pool_peak) */
+    int8_t need[64];
+    memset(need, 0, sizeof need);
     for (int c = 0; c < out->chunks; c++) {
         int first = -1, last = -1, sparse = 0;
         for (int l = 0; l < nl; l++)
@@ -124,6 +185,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                 sparse += l < 4096 && sparse_of[l];
             }
         if (first < 0) continue;
+        if (c < 64)
+            need[c] = (int8_t)((first == last && (first == 0 || first == L + 1) ? 1 : 2) * (first > 0 ? -1 : 1));
         int live = 0, peak = 0;
         for (size_t i = 0; i < plan->n_instr; i++) {
             const plait_instr *in = &plan->schedule[i];
@@ -144,6 +207,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                   sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp, ep) -
                                             plait_cost_sparse_unkept_bytes(&s)));
     }
+    out->act_bytes += pool_peak(plan, mesh->pp, need) * plait_cost_boundary_bytes(&s);
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;
     for (int l = 0; l < nl && l < 4096; l++) any_sparse |= LOCAL(l) && sparse_of[l];

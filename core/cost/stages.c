@@ -40,11 +40,13 @@ struct plait_cost_model {
     tp_slices tps[TP_CACHE];
     int n_tps;
     int32_t **bounds;       /* per chunk count k (1..n_layers), the k+1 bounds, or NULL until asked */
-    /* live slots per (schedule, p, v, m): p x v entries, stage-major */
+    /* live slots per (schedule, p, v, m): p x v entries, stage-major;
+     * and the boundary pool's peak per stage (p entries), which also
+     * depends on whether the first and last chunks hold one layer only */
     struct live_entry {
         char schedule[16];
-        int p, v, m;
-        double *slots;
+        int p, v, m, alone;
+        double *slots, *pool;
     } live[LIVE_CACHE];
     int n_live, next_live;
     /* a mixture of experts (E > 0): k routes a token, F an expert's width,
@@ -111,7 +113,10 @@ void plait_cost_model_free(plait_cost_model *m) {
         free(m->tps[i].layer_xcopy);
     }
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
-    for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
+    for (int i = 0; i < m->n_live; i++) {
+        free(m->live[i].slots);
+        free(m->live[i].pool);
+    }
     free(m->bounds);
     free(m->expert_numel);
     free(m->expert_cut);
@@ -302,6 +307,20 @@ static int chunk_at(const groups *g, int v, int backward, int64_t i) {
     return backward ? v - 1 - c : c;
 }
 
+/* A stage's forward and backward orders (chunk_at over `g`), its
+ * forwards in all (`total`), and how many of them run before its first
+ * backward (returned), as the schedules' instruction lists run them. */
+static int64_t orders(const char *schedule, int p, int stage, int m, int v, groups *g, int64_t *total) {
+    const int gpipe = strcmp(schedule, "gpipe") == 0;
+    *g = (groups){.n = gpipe || m < p ? 1 : m / p};
+    g->base = m / g->n;
+    g->extra = m % g->n;
+    int64_t largest = g->base + (g->extra > 0);
+    *total = (int64_t)m * v;
+    int64_t warmup = gpipe ? *total : (int64_t)(p - stage - 1) + (int64_t)(v - 1) * largest;
+    return warmup > *total ? *total : warmup;
+}
+
 /* Micro-batches each chunk of stage `stage` keeps alive at its peak, summed
  * over the chunks: the model allocates that many slots of each chunk
  * (model/model_slots.c). Warm-up forwards, then one forward and one backward in
@@ -317,13 +336,8 @@ static double live_slots(const char *schedule, int p, int stage, int m, int v, d
         per_chunk[0] = p < m ? p : m;
         return per_chunk[0];
     }
-    int gpipe = strcmp(schedule, "gpipe") == 0;
-    groups g = {.n = gpipe || m < p ? 1 : m / p};
-    g.base = m / g.n;
-    g.extra = m % g.n;
-    int64_t total = (int64_t)m * v, largest = g.base + (g.extra > 0);
-    int64_t warmup = gpipe ? total : (int64_t)(p - stage - 1) + (int64_t)(v - 1) * largest;
-    if (warmup > total) warmup = total;
+    groups g;
+    int64_t total, warmup = orders(schedule, p, stage, m, v, &g, &total);
     double live[64] = {0};
     int64_t f = 0, b = 0;
     for (; f < total; f++) {
@@ -336,15 +350,66 @@ static double live_slots(const char *schedule, int p, int stage, int m, int v, d
     return sum;
 }
 
-/* live_slots of every stage of (schedule, p, v, m), cached. */
-static const double *live_of(plait_cost_model *model, const char *schedule, int p, int v, int m) {
+/* The boundary pool's buffers a stage's step holds at its peak
+ * (model/model_slots.c), replaying its instructions as the executor runs
+ * them (train/run_step.c, train/step_pipeline.c): a forward whose output
+ * is sent takes one, which its send hands to the ring of sends in flight;
+ * a backward holds the gradients of both parities (one where its chunk is
+ * the embedding or the head alone: `alone` bit 0, bit 1), the one of
+ * them received first, and gives them back after it but for the input
+ * gradient it sends, which joins the ring; a send waits for the one
+ * `window` before it of its kind, and gives that one's buffer back (the
+ * step's end, the rest). zb1's weight halves come right after their input
+ * halves on the first stage, the one whose (embedding) chunk holds its
+ * gradient until then. The larger of a training step's peak and an
+ * evaluation pass's (forwards only). */
+static double pool_peak(const char *schedule, int p, int stage, int m, int v, int alone) {
+    if (p <= 1) return 2; /* one chunk: a backward's two gradients */
+    const int K = p * v;
+    groups g;
+    int64_t total, warmup = orders(schedule, p, stage, m, v, &g, &total);
+    const int64_t window = v == 1 ? 1 : warmup + 1 < total ? p + 1 : total; /* plait_step_send_window */
+    int64_t peak = 0;
+    for (int train = 0; train < 2; train++) {
+        int64_t held = 0, acts = 0, grads = 0, b = 0;
+        for (int64_t f = 0; f < total + (train ? warmup : 0); f++) {
+            if (f < total) { /* a forward and its send */
+                int k = chunk_at(&g, v, 0, f) * p + stage;
+                if (k < K - 1) {
+                    if (++held > peak) peak = held;
+                    if (acts == window) held--;
+                    else acts++;
+                }
+            }
+            if (!train || f < warmup) continue;
+            int k = chunk_at(&g, v, 1, b++) * p + stage; /* a backward and its sends */
+            int need = (k == 0 && (alone & 1)) || (k == K - 1 && (alone & 2)) ? 1 : 2;
+            held += need;
+            if (held > peak) peak = held;
+            held -= k > 0 ? need - 1 : need;
+            if (k > 0 && grads == window) held--;
+            else if (k > 0) grads++;
+        }
+    }
+    return (double)peak;
+}
+
+/* live_slots and pool_peak of every stage of (schedule, p, v, m), cached. */
+static const struct live_entry *live_of(plait_cost_model *model, const char *schedule, int p, int v, int m, int alone) {
     for (int i = 0; i < model->n_live; i++) {
         struct live_entry *e = &model->live[i];
-        if (e->p == p && e->v == v && e->m == m && !strcmp(e->schedule, schedule)) return e->slots;
+        if (e->p == p && e->v == v && e->m == m && e->alone == alone && !strcmp(e->schedule, schedule)) return e;
     }
-    double *slots = malloc((size_t)p * (size_t)v * sizeof *slots);
-    if (!slots) return NULL;
-    for (int st = 0; st < p; st++) live_slots(schedule, p, st, m, v, slots + (size_t)st * v);
+    double *slots = malloc((size_t)p * (size_t)v * sizeof *slots), *pool = malloc((size_t)p * sizeof *pool);
+    if (!slots || !pool) {
+        free(slots);
+        free(pool);
+        return NULL;
+    }
+    for (int st = 0; st < p; st++) {
+        live_slots(schedule, p, st, m, v, slots + (size_t)st * v);
+        pool[st] = pool_peak(schedule, p, st, m, v, alone);
+    }
     struct live_entry *e;
     if (model->n_live < LIVE_CACHE) {
         e = &model->live[model->n_live++];
@@ -352,13 +417,16 @@ static const double *live_of(plait_cost_model *model, const char *schedule, int 
         e = &model->live[model->next_live];
         model->next_live = (model->next_live + 1) % LIVE_CACHE;
         free(e->slots);
+        free(e->pool);
     }
     snprintf(e->schedule, sizeof e->schedule, "%s", schedule);
     e->p = p;
     e->v = v;
     e->m = m;
+    e->alone = alone;
     e->slots = slots;
-    return slots;
+    e->pool = pool;
+    return e;
 }
 
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
@@ -386,8 +454,11 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
     plait_cost_shape_init(&s, spec, &in);
     /* a cp rank computes T / cp tokens of each sequence (s.T) */
     double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;
-    const double *all_live = live_of(m, sched, p, v, mb);
-    if (!all_live) return -1;
+    /* the first chunk the embedding alone, the last the head alone */
+    const int alone = (b[1] == 1) | (b[K - 1] == L + 1) << 1;
+    const struct live_entry *lv = live_of(m, sched, p, v, mb, alone);
+    if (!lv) return -1;
+    const double *all_live = lv->slots;
     for (int st = 0; st < p; st++) {
         plait_cost_rank *r = &stages[st];
         memset(r, 0, sizeof *r);
@@ -456,8 +527,9 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
              * gradient back, once per micro-batch */
             r->pp_msgs += ((k < K - 1) + (k > 0)) * (double)mb;
         }
-        /* and the backward scratch the chunks share, and the sparse
-         * blocks' */
+        /* the boundary pool's peak, the backward scratch the chunks share,
+         * and the sparse blocks' */
+        r->act_bytes += lv->pool[st] * plait_cost_boundary_bytes(&s);
         r->act_bytes += plait_cost_scratch_bytes(&s);
         if (sparse > 0) r->act_bytes += plait_cost_moe_scratch_bytes(&m->moe, &s, tp, ep);
         if (sparse > 0) r->act_bytes += plait_cost_moe_shared_bytes(&m->moe, &s, tp, ep);

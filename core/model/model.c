@@ -427,6 +427,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_held_grads);
     plait_device_free(m->moe_bf16_mem);
     plait_device_free(m->moe_bf16_dmem);
+    plait_model_pool_free(m);
     plait_model_buffers_free(m);
     free(m->moe_counts);
     free(m->wbf);
@@ -571,8 +572,13 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
                                "model: forward of layer %s in slot %d before the weight half of its last backward",
                                plait_model_layer_name(m, layer), (int)slot);
     if ((st = plait_model_bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
-    /* a slot's output may share its gradient buffer (model_slots.c), whose
-     * bf16 copy sb.dres then no longer is */
+    /* the output the slot sends on is a pool buffer, of its gradient's
+     * parity (model_slots.c) */
+    if (layer <= m->desc->n_layer && plait_model_slot_has(m, s, layer) && !plait_model_slot_has(m, s, layer + 1)) {
+        if (!(s->bound[layer] = plait_model_slot_grad(m, s, layer & 1))) return PLAIT_ERR_NO_MEMORY;
+    }
+    /* a slot's output may share its gradient buffer, whose bf16 copy
+     * sb.dres then no longer is */
     if (layer <= m->desc->n_layer && m->dres_of && m->dres_of == s->bound[layer]) m->dres_of = NULL;
     residual_open(m, s, layer, 1);
     return residual_close(m, s, layer, 1, forward_body(m, s, layer));
@@ -623,6 +629,14 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
                                due ? "while its weight half is still due" : "before its input half");
     if (m->wbf_per_layer && (st = plait_model_bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
+    /* the gradient buffers the layer reads and writes, from the pool: the
+     * embedding's output gradient (0), the head's input gradient (L), or a
+     * block's output's and input's; a block's or the head's weight half
+     * reads what its input half kept in the slot instead */
+    const int32_t g0 = layer == 0 ? 0 : layer == L + 1 ? L : layer - 1, g1 = layer == 0 || layer == L + 1 ? g0 : layer;
+    if ((part != BWD_WEIGHT || layer == 0) &&
+        (!plait_model_slot_grad(m, s, g0 & 1) || !plait_model_slot_grad(m, s, g1 & 1)))
+        return PLAIT_ERR_NO_MEMORY;
     residual_open(m, s, layer, 0); /* the input the forward read, for the recomputation too */
     if (m->desc->is_llama) {
         if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;
@@ -693,8 +707,9 @@ void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer) {
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
     model_slot *s = NULL;
     if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
-    if (m->dres_of == s->gbuf[layer & 1]) m->dres_of = NULL; /* the caller may write it */
-    return s->gbuf[layer & 1];
+    float *g = plait_model_slot_grad(m, s, layer & 1);
+    if (g && m->dres_of == g) m->dres_of = NULL; /* the caller may write it */
+    return g;
 }
 
 size_t plait_model_boundary_numel(const plait_model *m) { return (size_t)(m->R * m->C); }

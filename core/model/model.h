@@ -389,7 +389,8 @@ const float *plait_model_logits(const plait_model *m, int32_t slot);
  * pipeline, the input of layer+1), and the buffer for its gradient, for
  * layer in [0, n_layer] (NULL otherwise, or if the slot cannot be
  * allocated). Valid for the slot's lifetime (a received boundary stored in
- * bf16 apart: plait_model_boundary_store). Gradient buffers alternate by
+ * bf16 and the pool's buffers apart: plait_model_boundary_store, and the
+ * boundary pool below). Gradient buffers alternate by
  * layer parity: the backward of layer l reads boundary_grad(l) and writes
  * boundary_grad(l-1), so boundary_grad(l)'s contents last until the
  * backward of layer l-1 (enough to send it after the backward of l).
@@ -408,6 +409,25 @@ float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
  * plait_model_boundary call that stages another stores it at the latest,
  * so write the buffer before either. A no-op for any other boundary. */
 void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer);
+/* The boundary pool. A slot holds its boundary gradients (both parities)
+ * and the output it sends on to the next stage (its last layer's, in the
+ * gradient buffer of that layer's parity) only while they are needed: a
+ * layer call or plait_model_boundary_grad takes them from a pool of
+ * boundary-sized device buffers shared by the slots (counted in
+ * plait_model_activation_bytes; the pool grows to the most held at once
+ * and keeps them until plait_model_free), and the caller hands them back:
+ *   _release: the slot's gradient buffers back to the pool, all but the
+ *     one of `keep`'s parity (keep < 0: all), with the sent output where
+ *     it shares one; after the slot's backward has read them.
+ *   _detach: the buffer of boundary `layer` (its gradient's, or the sent
+ *     output's) no longer the slot's, for the caller to give back once a
+ *     send from it completed; NULL if the slot holds none.
+ *   _give: a detached buffer back to the pool (NULL: nothing).
+ * A buffer taken again holds what its last holder left: the layer calls
+ * write every boundary before they read it. */
+void plait_model_boundary_release(plait_model *m, int32_t slot, int32_t keep);
+float *plait_model_boundary_detach(plait_model *m, int32_t slot, int32_t layer);
+void plait_model_boundary_give(plait_model *m, float *buf);
 /* Elements of one boundary buffer: B*T*C, or this rank's B*T/tp rows
  * of C under sequence parallelism (what a pipeline stage sends). */
 size_t plait_model_boundary_numel(const plait_model *m);

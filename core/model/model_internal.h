@@ -192,12 +192,19 @@ typedef struct model_slot {
     int32_t *tokens, *targets;        /* [B*T] */
     float *mem;                       /* the slot's single allocation */
     size_t mem_bytes;
-    float **bound;                    /* [n_layer+1]: output of layer l, or NULL */
+    /* [n_layer+1]: output of layer l, or NULL; the output the slot sends
+     * on (its last layer's, read by the next stage) is its gbuf of that
+     * layer's parity, from the pool while it holds one */
+    float **bound;
     /* [n_layer+1]: under a bf16 residual stream, the boundaries the slot
      * both writes and reads, stored in bf16 (bound[l] then points at the
      * model's res_x or res_y while a layer runs), or NULL */
     plait_bf16 **bound16;
-    float *gbuf[2];                   /* boundary gradients, by layer parity */
+    /* boundary gradients, by layer parity: buffers of the model's pool
+     * (model_slots.c), held from the forward of the output the slot sends
+     * or the gradient's arrival until the caller gives them back
+     * (plait_model_boundary_release, _detach), NULL while none is held */
+    float *gbuf[2];
     block_acts *blocks;               /* [n_layer], by block index */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
     /* bf16 activations: the head runs its backward in its forward, a
@@ -335,6 +342,12 @@ struct plait_model {
     int32_t wbf_layer; /* the layer whose copy wbf_mem holds, or -1 */
     uint64_t weights_epoch, *layer_epoch;
     model_slot *slots;
+    /* the boundary pool (model_slots.c): buffers of one boundary, R·C
+     * floats aligned, which slots hold only while a boundary's gradient
+     * or sent output needs one; `pool` every buffer made (pool_n of
+     * pool_cap), `pool_idle` of them waiting in pool_free */
+    float **pool, **pool_free;
+    int32_t pool_n, pool_idle, pool_cap;
     /* shared scratch for backward, allocated on first use */
     float *scratch;
     size_t scratch_bytes;
@@ -474,6 +487,11 @@ plait_status plait_model_bf16_weights_refresh(plait_model *m, int32_t layer);
 plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out);
 plait_status plait_model_scratch_get(plait_model *m);
 void plait_model_slot_release(plait_model *m, model_slot *s);
+/* The slot's gradient buffer of parity `parity`, taken from the pool if it
+ * holds none; NULL (error set) when the device has no room for one more. */
+float *plait_model_slot_grad(plait_model *m, model_slot *s, int parity);
+/* Every pool buffer freed (plait_model_free), after the slots'. */
+void plait_model_pool_free(plait_model *m);
 /* Under bf16 activations, the floats of the backward scratch after sb.dln
  * (the room a chunk of the head's logits borrows: plait_model_head_rows). */
 size_t plait_model_head_room(const plait_model *m);

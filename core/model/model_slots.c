@@ -37,6 +37,7 @@ plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first
 void plait_model_slot_release(plait_model *m, model_slot *s) {
     m->dres_of = NULL; /* it may point into this slot, whose memory a later one may reuse */
     if (m->staged_slot >= 0 && &m->slots[m->staged_slot] == s) m->staged_slot = -1;
+    for (int p = 0; p < 2; p++) plait_model_boundary_give(m, s->gbuf[p]);
     if (s->mem) {
         plait_device_free(s->mem);
         m->act_bytes -= s->mem_bytes;
@@ -173,19 +174,15 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     } while (0)
     TAKE(s->tokens, BT);
     TAKE(s->targets, BT);
-    /* the residual stream and its gradient: R rows (all B·T but under
-     * sequence parallelism), as are the norms' statistics below */
-    TAKE(s->gbuf[0], R * C);
-    TAKE(s->gbuf[1], R * C);
+    /* the residual stream: R rows (all B·T but under sequence
+     * parallelism), as are the norms' statistics below. Its gradients and
+     * the output the slot sends on to the next stage (dead once sent, as
+     * Megatron-LM frees a stage's output after its send) are the pool's
+     * (plait_model_slot_grad), held only while needed */
     for (int64_t l = 0; l <= L; l++) {
         const int out = plait_model_slot_has(m, s, l), in = plait_model_slot_has(m, s, l + 1);
-        /* the slot's output, which the next stage's layer l + 1 reads: dead
-         * once sent, so it lives in the buffer its gradient arrives in, as
-         * Megatron-LM frees a stage's output after its send. The gradient
-         * comes only after the next stage has run its forward on what was
-         * sent, so the send has read it by then (train/step_pipeline.c) */
         if (out && !in) {
-            if (base) s->bound[l] = s->gbuf[l & 1];
+            continue;
         } else if (in && m->residual_bf16) {
             /* the slot's own, rounded to bf16 when written, or received
              * (bf16 values already: plait_model_boundary_store) */
@@ -276,6 +273,86 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
 #undef TAKE_BF16
 #undef TAKE
     return off;
+}
+
+/* ---- the boundary pool ----------------------------------------------------- */
+
+/* Pool buffers are all one size, a boundary's R·C floats aligned, so any
+ * idle one serves any slot and parity; the pool grows to the most held at
+ * once, which the schedule fixes (the executor gives buffers back at fixed
+ * points: train/step_pipeline.c), and cost/stages.c counts the same. */
+static float *pool_take(plait_model *m) {
+    if (m->pool_idle > 0) return m->pool_free[--m->pool_idle];
+    if (m->pool_n == m->pool_cap) {
+        int32_t cap = m->pool_cap ? 2 * m->pool_cap : 8;
+        float **all = realloc(m->pool, (size_t)cap * sizeof *all);
+        if (all) m->pool = all;
+        float **idle = all ? realloc(m->pool_free, (size_t)cap * sizeof *idle) : NULL;
+        if (idle) m->pool_free = idle;
+        if (!all || !idle) {
+            plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+            return NULL;
+        }
+        m->pool_cap = cap;
+    }
+    const size_t bytes = align_up((size_t)(m->R * m->C)) * sizeof(float);
+    float *b = plait_device_alloc(bytes, "activations");
+    if (!b) {
+        plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: a boundary buffer (%d held)", (int)m->pool_n);
+        return NULL;
+    }
+    m->pool[m->pool_n++] = b;
+    m->act_bytes += bytes;
+    return b;
+}
+
+void plait_model_boundary_give(plait_model *m, float *buf) {
+    if (!buf) return;
+    if (m->dres_of == buf) m->dres_of = NULL; /* its next holder writes it */
+    m->pool_free[m->pool_idle++] = buf;
+}
+
+float *plait_model_slot_grad(plait_model *m, model_slot *s, int parity) {
+    if (!s->gbuf[parity]) s->gbuf[parity] = pool_take(m);
+    return s->gbuf[parity];
+}
+
+void plait_model_pool_free(plait_model *m) {
+    for (int32_t i = 0; i < m->pool_n; i++) plait_device_free(m->pool[i]);
+    m->act_bytes -= (uint64_t)m->pool_n * align_up((size_t)(m->R * m->C)) * sizeof(float);
+    free(m->pool);
+    free(m->pool_free);
+    m->pool = m->pool_free = NULL;
+    m->pool_n = m->pool_idle = m->pool_cap = 0;
+}
+
+/* The slot's pool buffer of `layer`'s parity, no longer the slot's. */
+static float *slot_detach(model_slot *s, int32_t layer) {
+    float *b = s->gbuf[layer & 1];
+    s->gbuf[layer & 1] = NULL;
+    if (s->bound[layer] == b) s->bound[layer] = NULL; /* the output it sent */
+    return b;
+}
+
+float *plait_model_boundary_detach(plait_model *m, int32_t slot, int32_t layer) {
+    if (slot < 0 || slot >= m->max_slots || layer < 0 || layer > m->desc->n_layer) return NULL;
+    model_slot *s = &m->slots[slot];
+    if (!s->allocated) return NULL;
+    float *b = slot_detach(s, layer);
+    if (m->dres_of == b) m->dres_of = NULL;
+    return b;
+}
+
+void plait_model_boundary_release(plait_model *m, int32_t slot, int32_t keep) {
+    if (slot < 0 || slot >= m->max_slots || !m->slots[slot].allocated) return;
+    model_slot *s = &m->slots[slot];
+    for (int p = 0; p < 2; p++) {
+        if (keep >= 0 && (keep & 1) == p) continue;
+        float *b = s->gbuf[p];
+        s->gbuf[p] = NULL;
+        if (b && s->ranged && s->last <= m->desc->n_layer && s->bound[s->last] == b) s->bound[s->last] = NULL;
+        plait_model_boundary_give(m, b);
+    }
 }
 
 /* The running layer's widened input and float32 output under a bf16

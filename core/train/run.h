@@ -99,14 +99,21 @@ typedef struct plait_step_exec {
     int32_t max_slots;
     int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
     int64_t n_micro_batches;  /* of a step over all ranks (plait_batch_micro_batches) */
-    plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
+    /* the sends in flight (step_pipeline.c), per kind (act, grad) a ring
+     * of send_window entries, oldest at send_head[kind], send_n[kind] of
+     * them: each its request and the pool buffer it reads */
+    struct plait_step_send {
+        plait_request *req;
+        float *buf;
+    } * sends;
+    int32_t send_window, send_head[2], send_n[2];
     /* several chunks a stage: the pipeline's links, [act, grad][colour],
      * each a copy of the pp group (step_pipeline.c); NULL otherwise */
     plait_comm *pp_link[2][3];
     int pp_bf16;              /* a bf16 run's stage boundaries travel in bf16 (step_pipeline.c): 1 the
                                  core's wire format, 2 bf16 tensors (a transport that moves device memory) */
-    plait_bf16 **pp_wire;     /* pp_bf16 == 2: [max_slots * 2 + 1] device buffers of a boundary's bf16 form,
-                                 each slot's sends (as send_req), then the receives'; made at first use */
+    plait_bf16 **pp_wire;     /* pp_bf16 == 2: [send_window * 2 + 1] device buffers of a boundary's bf16
+                                 form, each send's (as `sends`), then the receives'; made at first use */
     int32_t *tokens, *targets;
     /* The one buffer the step's closing all-reduce sums (global_loss): the
      * per-micro-batch loss sums, then the per-stage times, so measuring the

@@ -457,9 +457,17 @@ static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t ch
                                               : backward_grads_layer(run, op, l, mb, slot, t);
     }
     if (st == PLAIT_OK) debug_sleep(run, op == PLAIT_INSTR_BACKWARD ? 2 : 1, t);
-    /* A chunk that sends its input gradient keeps the slot until SEND_GRAD,
-     * a split one until its weight half. */
-    if (op == PLAIT_INSTR_BACKWARD_WEIGHT || (op == PLAIT_INSTR_BACKWARD && run->work.first_layer[chunk] == 0))
+    /* The gradient buffers back to the pool once read: all but the input
+     * gradient a chunk sends (given back once that send is waited for), the
+     * embedding's after its weight half. A chunk that sends its input
+     * gradient keeps the slot until SEND_GRAD, a split one until its weight
+     * half. */
+    int32_t first = run->work.first_layer[chunk];
+    if (st == PLAIT_OK && first > 0 && op != PLAIT_INSTR_BACKWARD_WEIGHT)
+        plait_model_boundary_release(run->model.instance, slot, first - 1);
+    if (st == PLAIT_OK && first == 0 && op != PLAIT_INSTR_BACKWARD_INPUT)
+        plait_model_boundary_release(run->model.instance, slot, -1);
+    if (op == PLAIT_INSTR_BACKWARD_WEIGHT || (op == PLAIT_INSTR_BACKWARD && first == 0))
         plait_step_release_slot(run, chunk, mb);
     return st;
 }
@@ -604,14 +612,15 @@ plait_status plait_step_exec_open(plait_run *run) {
     size_t bt = (size_t)run->work.batch.micro_batch * (size_t)run->model.block_size;
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
     e->slot_busy = calloc((size_t)e->max_slots, 1);
-    e->send_req = calloc((size_t)e->max_slots * 2, sizeof(plait_request *));
-    e->pp_wire = calloc((size_t)e->max_slots * 2 + 1, sizeof(plait_bf16 *));
+    e->send_window = plait_step_send_window(&run->work.plan, run->world.mesh.pp);
+    e->sends = calloc((size_t)e->send_window * 2, sizeof *e->sends);
+    e->pp_wire = calloc((size_t)e->send_window * 2 + 1, sizeof(plait_bf16 *));
     e->step_sums = calloc((size_t)(e->n_micro_batches + plait_stage_times_len(run->world.mesh.pp)), sizeof(double));
     e->tokens = malloc(bt * sizeof(int32_t));
     e->targets = malloc(bt * sizeof(int32_t));
     e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)(e->n_micro_batches + 1), "activations");
     e->read_host = malloc(sizeof(double) * (size_t)(e->n_micro_batches + 1));
-    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->pp_wire || !e->step_sums || !e->tokens || !e->targets ||
+    if (!e->slot_of || !e->slot_busy || !e->sends || !e->pp_wire || !e->step_sums || !e->tokens || !e->targets ||
         !e->mb_loss_dev || !e->read_host)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
@@ -623,8 +632,8 @@ void plait_step_exec_close(plait_step_exec *e) {
     plait_step_links_close(e);
     free(e->slot_of);
     free(e->slot_busy);
-    free(e->send_req);
-    for (int32_t i = 0; e->pp_wire && i < e->max_slots * 2 + 1; i++) plait_device_free(e->pp_wire[i]);
+    free(e->sends);
+    for (int32_t i = 0; e->pp_wire && i < e->send_window * 2 + 1; i++) plait_device_free(e->pp_wire[i]);
     free(e->pp_wire);
     free(e->step_sums);
     free(e->tokens);

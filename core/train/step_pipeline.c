@@ -22,20 +22,7 @@
 #include "runtime/error.h"
 #include "runtime/trace.h"
 
-/* ---- activation slots ------------------------------------------------ */
-
-static plait_status wait_sends(plait_run *run, int32_t slot) {
-    plait_status st = PLAIT_OK;
-    for (int k = 0; k < 2; k++) {
-        plait_request **r = &run->exec.send_req[slot * 2 + k];
-        if (*r) {
-            plait_status w = plait_request_wait(*r);
-            if (st == PLAIT_OK) st = w;
-            *r = NULL;
-        }
-    }
-    return st;
-}
+/* ---- activation slots and the sends in flight ------------------------- */
 
 /* Time blocked on a pipeline neighbour from t0: the step's idle time, and
  * the same interval in the trace. */
@@ -49,44 +36,57 @@ static void add_idle(plait_step_timing *t, const char *what, uint64_t t0) {
     plait_trace_span(PLAIT_TRACE_WAIT, what, t0, t1, &ta);
 }
 
+/* The i-th oldest send of kind k in flight (its ring, exec.sends); its
+ * buffer stays out of the pool until the send is waited for. */
+static struct plait_step_send *send_at(plait_step_exec *e, int k, int32_t i) {
+    return &e->sends[(size_t)k * (size_t)e->send_window + (size_t)((e->send_head[k] + i) % e->send_window)];
+}
+
+/* The oldest send of kind k waited for, its buffer given back to the pool. */
+static plait_status send_retire(plait_run *run, int k) {
+    plait_step_exec *e = &run->exec;
+    struct plait_step_send *x = send_at(e, k, 0);
+    plait_status st = x->req ? plait_request_wait(x->req) : PLAIT_OK;
+    plait_model_boundary_give(run->model.instance, x->buf);
+    *x = (struct plait_step_send){0};
+    e->send_head[k] = (e->send_head[k] + 1) % e->send_window;
+    e->send_n[k]--;
+    return st;
+}
+
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t) {
     uint64_t t0 = plait_clock_now_ns();
     plait_status st = PLAIT_OK;
-    for (int32_t s = 0; s < run->exec.max_slots; s++) {
-        plait_status w = wait_sends(run, s);
-        if (st == PLAIT_OK) st = w;
-    }
+    for (int k = 0; k < 2; k++)
+        while (run->exec.send_n[k] > 0) {
+            plait_status w = send_retire(run, k);
+            if (st == PLAIT_OK) st = w;
+        }
     add_idle(t, "wait pending sends", t0);
     return st;
 }
 
-/* 1 once every send posted from the slot's buffers has completed (polls,
- * never blocks). */
-static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
-    *done = 1;
-    for (int k = 0; k < 2; k++) {
-        plait_request **r = &run->exec.send_req[slot * 2 + k];
-        if (!*r) continue;
-        int d = 0;
-        plait_status st = plait_request_test(*r, &d);
-        if (st != PLAIT_OK) {
-            *r = NULL; /* test released it */
-            return st;
-        }
-        if (d) *r = NULL;
-        else *done = 0;
+/* The window (schedule.h, "Sends in flight"): one send a link with one
+ * chunk a stage; pp + 1 where several chunks a stage alternate forwards
+ * and backwards (interleaved), as many as the step sends where every
+ * forward comes first (looped gpipe), which then never waits before the
+ * step's end. */
+int32_t plait_step_send_window(const plait_plan *plan, int32_t pp) {
+    if (plan->chunks <= 1 || pp < 2) return 1;
+    size_t last_forward = 0, first_backward = plan->n_instr;
+    for (size_t i = 0; i < plan->n_instr; i++) {
+        uint32_t op = plan->schedule[i].op;
+        if (op == PLAIT_INSTR_FORWARD) last_forward = i;
+        if ((op == PLAIT_INSTR_BACKWARD || op == PLAIT_INSTR_BACKWARD_INPUT) && i < first_backward) first_backward = i;
     }
-    return PLAIT_OK;
+    return first_backward < last_forward ? pp + 1 : plan->chunks * plan->micro_batches;
 }
 
-/* A freed slot whose send is still in flight is never waited for here:
- * under a rendezvous transport (large messages) that send completes only
- * when the neighbour posts its receive, which may come after the neighbour
- * needs something from this stage, so waiting could deadlock (schedule.h).
- * Chunk c owns slots [c*m, (c+1)*m), laid out for its layers only (an
+/* Chunk c owns slots [c*m, (c+1)*m), laid out for its layers only (an
  * interleaved stage's chunks do not each pay for the other's activations);
- * m per chunk suffice: each (chunk, mb) takes a slot once per step, and
- * sends are all finished at the end of every step. */
+ * m per chunk suffice: each (chunk, mb) takes a slot once per step. No send
+ * reads a slot's own memory (what crosses a stage lives in the model's
+ * boundary pool), so a free slot is free to take. */
 plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
     int32_t m = run->work.plan.micro_batches;
     int32_t key = chunk * m + mb;
@@ -96,11 +96,8 @@ plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t 
     }
     for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->exec.max_slots; s++) {
         if (run->exec.slot_busy[s]) continue;
-        int done = 0;
-        plait_status st = slot_sends_done(run, s, &done);
-        if (st != PLAIT_OK) return st;
-        if (!done) continue; /* its buffers are still being sent */
-        st = plait_model_slot_layers(run->model.instance, s, run->work.first_layer[chunk], run->work.last_layer[chunk]);
+        plait_status st = plait_model_slot_layers(run->model.instance, s, run->work.first_layer[chunk],
+                                                  run->work.last_layer[chunk]);
         if (st != PLAIT_OK) return st;
         run->exec.slot_busy[s] = 1;
         run->exec.slot_of[key] = s;
@@ -124,8 +121,8 @@ void plait_step_reset_slots(plait_run *run) {
 
 /* ---- pipeline neighbours ---------------------------------------------- */
 
-/* What crosses a stage boundary; also the index of its pending send in a
- * slot (exec.send_req). */
+/* What crosses a stage boundary; also its ring of sends in flight
+ * (exec.sends). */
 typedef enum crossing { ACTIVATION = 0, GRADIENT = 1 } crossing;
 
 /* Stage (pp rank) that runs global layer `layer`. */
@@ -200,8 +197,8 @@ int plait_step_pp_bf16(const plait_run *run) {
 
 /* A boundary as bf16 tensors (exec.pp_bf16 == 2), on a transport that
  * moves device memory itself: rounded on the compute stream before the
- * send's ready point into buffer `wire` (free: the slot's last send of this
- * kind ended), NCCL's bf16 point-to-point, a receive widened on the compute
+ * send's ready point into buffer `wire` (free: the send that last used
+ * that place of the ring was waited for), NCCL's bf16 point-to-point, a receive widened on the compute
  * stream once it ended (receives block). Nothing is summed: the bits are
  * those of the core's wire format. */
 static plait_status pp_p2p16(plait_run *run, plait_comm *comm, int is_send, const float *buf, int32_t stage,
@@ -229,32 +226,41 @@ static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
     uint64_t t0 = plait_clock_now_ns();
-    plait_status st = pp_p2p(run, 0, buf, from_stage, tag, (size_t)run->exec.max_slots * 2, NULL);
+    plait_status st = pp_p2p(run, 0, buf, from_stage, tag, (size_t)run->exec.send_window * 2, NULL);
     add_idle(t, tag >> 30 ? "wait recv gradient" : "wait recv activation", t0);
     return st;
 }
 
-static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const float *buf, int32_t to_stage,
-                            uint32_t tag, plait_step_timing *t) {
-    /* At most one pending send of each kind per slot. A slot sends one
-     * activation and one gradient per step, so this never waits in practice;
-     * the other kind's send is left alone (waiting for it could deadlock as
-     * in plait_step_slot). */
-    plait_request **r = &run->exec.send_req[slot * 2 + what];
-    if (*r) {
-        plait_status w = plait_request_wait(*r);
-        *r = NULL;
-        if (w != PLAIT_OK) return w;
+/* Posts the send of `buf`, a pool buffer detached from its slot: first the
+ * oldest send of its kind is waited for while the window is full (a fixed
+ * point of the schedule, so the pool's peak is the schedule's: schedule.h,
+ * "Sends in flight"), then this one joins the ring, its buffer given back
+ * when it is waited for in turn or at the step's end. */
+static plait_status pp_send(plait_run *run, crossing what, float *buf, int32_t to_stage, uint32_t tag,
+                            plait_step_timing *t) {
+    plait_step_exec *e = &run->exec;
+    plait_status st = PLAIT_OK;
+    if (e->send_n[what] >= e->send_window) {
+        uint64_t t0 = plait_clock_now_ns();
+        st = send_retire(run, what);
+        add_idle(t, what == ACTIVATION ? "wait send activation" : "wait send gradient", t0);
     }
-    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * (run->exec.pp_bf16 ? 2 : sizeof(float));
-    plait_status st = pp_p2p(run, 1, buf, to_stage, tag, (size_t)slot * 2 + what, r);
-    if (st != PLAIT_OK || !run->exec.pp_link[0][0]) return st;
+    int32_t at = (e->send_head[what] + e->send_n[what]) % e->send_window;
+    struct plait_step_send *x = send_at(e, what, e->send_n[what]);
+    *x = (struct plait_step_send){.buf = buf};
+    e->send_n[what]++;
+    if (st != PLAIT_OK) return st;
+    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * (e->pp_bf16 ? 2 : sizeof(float));
+    st = pp_p2p(run, 1, buf, to_stage, tag, (size_t)what * (size_t)e->send_window + (size_t)at, &x->req);
+    if (st != PLAIT_OK || !e->pp_link[0][0]) return st;
     /* A link's send is handed to the network now: a transport that queues
      * sends until a test or wait on their communicator (nccl) would
-     * otherwise hold it while this stage waits on another link. */
+     * otherwise hold it while this stage waits on another link. Its buffer
+     * stays in the ring all the same, so the pool's use never depends on
+     * when a send completes. */
     int done = 0;
-    st = plait_request_test(*r, &done);
-    if (st != PLAIT_OK || done) *r = NULL; /* test released it */
+    st = plait_request_test(x->req, &done);
+    if (st != PLAIT_OK || done) x->req = NULL; /* test released it */
     return st;
 }
 
@@ -269,12 +275,22 @@ plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t m
     return st;
 }
 
-plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->work.last_layer[chunk], slot;
+/* The slot's boundary buffer `b`, detached for a send of kind `what`. */
+static plait_status send_boundary(plait_run *run, crossing what, int32_t chunk, int32_t mb, int32_t b, int32_t to,
+                                  plait_step_timing *t) {
+    int32_t slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
-    return pp_send(run, slot, ACTIVATION, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b + 1),
-                   pp_tag(ACTIVATION, b, mb), t);
+    float *buf = plait_model_boundary_detach(run->model.instance, slot, b);
+    if (!buf)
+        return plait_set_error(PLAIT_ERR_INTERNAL, "chunk %d, micro-batch %d: no %s of layer %d to send", (int)chunk,
+                               (int)mb, what == ACTIVATION ? "output" : "input gradient", (int)b + (what == GRADIENT));
+    return pp_send(run, what, buf, to, pp_tag(what, b, mb), t);
+}
+
+plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t b = run->work.last_layer[chunk];
+    return send_boundary(run, ACTIVATION, chunk, mb, b, stage_of(run, b + 1), t);
 }
 
 plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
@@ -286,9 +302,6 @@ plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb,
 }
 
 plait_status plait_step_send_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->work.first_layer[chunk] - 1, slot;
-    plait_status st = plait_step_slot(run, chunk, mb, &slot);
-    if (st != PLAIT_OK) return st;
-    return pp_send(run, slot, GRADIENT, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b),
-                   pp_tag(GRADIENT, b, mb), t);
+    int32_t b = run->work.first_layer[chunk] - 1;
+    return send_boundary(run, GRADIENT, chunk, mb, b, stage_of(run, b), t);
 }

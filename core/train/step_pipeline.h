@@ -4,8 +4,10 @@
  * activations from its forward (or the receive of its input) to the end of
  * its backward (or the send of its input gradient); the instructions
  * RECV_ACT, SEND_ACT, RECV_GRAD and SEND_GRAD move a slot's boundary
- * activation or gradient to or from the neighbouring stage. Sends stay in
- * flight until the slot is needed again or the step ends.
+ * activation or gradient to or from the neighbouring stage. What is sent
+ * leaves the slot: a buffer of the model's boundary pool, given back when
+ * its send is waited for, at the send `send_window` later of its kind or
+ * at the step's end (schedule.h, "Sends in flight").
  *
  * Internal to the step executor (run_step.c); not thread-safe: the thread
  * that drives the run calls it. Errors set the thread's message.
@@ -16,16 +18,23 @@
 #include "train/run.h"
 
 /* The slot of (chunk, mb): its own if it has one this step, else a free
- * slot of the chunk's pool whose sends have completed. */
+ * slot of the chunk's. */
 plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot);
 /* (chunk, mb) is done with its slot. */
 void plait_step_release_slot(plait_run *run, int32_t chunk, int32_t mb);
 /* Every slot free, before a pass over the schedule. */
 void plait_step_reset_slots(plait_run *run);
 
-/* Wait for the sends posted from every slot's buffers (time counted as
- * idle): before their buffers are touched again. */
+/* Wait for every send in flight (time counted as idle), their buffers
+ * given back to the pool: at the step's end. */
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t);
+
+/* Sends of one kind (activations, gradients) a stage keeps in flight
+ * under `plan`'s schedule over pp stages: 1 with one chunk a stage, pp + 1
+ * where a stage of several chunks runs a backward before its last forward
+ * (interleaved), else every send of the step (looped gpipe). A send waits
+ * for the one this many before it; cost/stages.c counts the same. */
+int32_t plait_step_send_window(const plait_plan *plan, int32_t pp);
 
 /* A pipeline of several model chunks a stage (pp >= 2): its links, a
  * communicator per direction and kind of boundary, made from the pp group

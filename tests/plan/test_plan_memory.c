@@ -341,11 +341,19 @@ static const layout layouts[] = {
      1,
      1},
     /* interleaved, one layer a chunk: every chunk but the head's sends its
-     * output, which shares the buffer its gradient arrives in (the
-     * embedding's chunk keeps no boundary of its own) */
+     * output from a buffer of the boundary pool, given back when that send
+     * is waited for (the embedding's chunk keeps no boundary of its own) */
     {"cpu gpt pp2 interleaved v2 full",
      {"device.plugin=cpu", "parallel.pp=2", "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2",
       "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
+    /* 8 micro-batches: 16 sends of each kind a stage, beyond the window
+     * of pp + 1 = 3 sends in flight, so the boundary pool peaks where the
+     * window makes a send wait for the one 3 before it */
+    {"cpu gpt pp2 interleaved v2 m8",
+     {"device.plugin=cpu", "parallel.pp=2", "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2",
+      "data.micro_batch=1", "data.global_batch=8", NULL},
      0,
      0},
     {"cuda_emu bf16 pp2 interleaved v2 full",
@@ -356,7 +364,7 @@ static const layout layouts[] = {
     /* a bf16 residual stream: the boundaries a slot writes and reads
      * itself in bf16, the running layer's input and output float32 in two
      * buffers all share; at pp 2 a stage's received boundary in bf16 too,
-     * its sent one float32 (the buffer its gradient arrives in), through
+     * its sent one float32 (a buffer of the boundary pool), through
      * the two chunks of an interleaved stage as well; under sequence
      * parallelism on this rank's rows */
     {"cuda_emu bf16 residual bf16 full",

@@ -32,9 +32,9 @@
 /* Sequence parallelism cuts along the sequence what tp leaves whole: per
  * block the LayerNorms' outputs and statistics and the attention's
  * residual output, and the slot's residual stream at its input boundary
- * and its two gradient buffers, its output living in the one its gradient
- * arrives in (float32 here: 6·BT·C + 4·BT floats of a one-block slot
- * before the head); the products read the LayerNorms' outputs gathered
+ * (float32 here: 4·BT·C + 4·BT floats of a one-block slot before the
+ * head), and each buffer of the boundary pool (its sent output and its
+ * gradients: BT·C floats); the products read the LayerNorms' outputs gathered
  * into one buffer the blocks share (model/model_slots.c, counted in the
  * scratch), and tp's own cuts stay. On a bf16 run both keep
  * bf16 blocks (and a float32 head, vocabulary-parallel), as the model
@@ -55,13 +55,14 @@ static void test_sequence_parallel_activations(void **state) {
     plait_cost_shape_init(&a, &spec, &in);
     in.sp = 1;
     plait_cost_shape_init(&b, &spec, &in);
-    NEAR(plait_cost_slot_bytes(&a, 1, 1) - plait_cost_slot_bytes(&b, 1, 1), 4 * (1 - 1 / t) * (6 * BT * C + 4 * BT));
+    NEAR(plait_cost_slot_bytes(&a, 1, 1) - plait_cost_slot_bytes(&b, 1, 1), 4 * (1 - 1 / t) * (4 * BT * C + 4 * BT));
+    NEAR(plait_cost_boundary_bytes(&a) - plait_cost_boundary_bytes(&b), 4 * (1 - 1 / t) * BT * C);
     /* the sequence-parallel buffers: a gathered gradient, this rank's rows,
      * a norm's parameter gradients and the shared gathered norm output */
     NEAR(plait_cost_scratch_bytes(&b) - plait_cost_scratch_bytes(&a), 4 * (2 * BT * C + BT * C / t + 2 * C));
     /* the head's tp-split logits and its gathered ln_f output stay, its
-     * statistics are cut */
-    NEAR(plait_cost_slot_bytes(&a, 3, 3) - plait_cost_slot_bytes(&b, 3, 3), 4 * (1 - 1 / t) * (3 * BT * C + 2 * BT));
+     * input boundary and statistics are cut */
+    NEAR(plait_cost_slot_bytes(&a, 3, 3) - plait_cost_slot_bytes(&b, 3, 3), 4 * (1 - 1 / t) * (BT * C + 2 * BT));
     assert_int_equal(plait_cost_message_bytes(&b), 4);
     const double f32_sp = plait_cost_slot_bytes(&b, 1, 1);
     /* bf16 on the cuda device: granted with tp, with sp or without */

@@ -12,6 +12,7 @@ typedef struct message {
     int32_t chunk, mb;    /* as the receiver names it */
     int32_t from_chunk;   /* the sender's chunk */
     int64_t time;         /* when the data exists */
+    int64_t taken;        /* the receiver's clock when it received it */
 } message;
 
 typedef struct link_queue {
@@ -217,9 +218,20 @@ static int step(sim *S, int32_t s) {
                           act ? "FORWARD" : "BACKWARD");
         uint8_t *sent = act ? &S->sent_act[x] : &S->sent_grad[x];
         if (*sent) return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s twice", s, i, what);
-        *sent = 1;
         int64_t to = act ? k + 1 : k - 1;
         link_queue *q = link_of(S, s, (int32_t)(to % S->p), act ? ACT : GRAD);
+        /* a send window: the sends before the last `send_window` on the
+         * link must have been received (the executor waits for them) */
+        if (S->cfg->send_window && S->cfg->send_window[s] > 0) {
+            size_t w = (size_t)S->cfg->send_window[s];
+            if (q->tail - q->head >= w) return 1;
+            int64_t taken = q->tail >= w ? q->items[q->tail - w].taken : 0;
+            if (taken > S->clock[s]) {
+                st->recv_wait += taken - S->clock[s];
+                S->clock[s] = taken;
+            }
+        }
+        *sent = 1;
         q->items[q->tail++] = (message){.chunk = (int32_t)(to / S->p), .mb = j, .from_chunk = c,
                                         .time = S->clock[s]};
         S->outstanding[s]++;
@@ -249,6 +261,7 @@ static int step(sim *S, int32_t s) {
             st->recv_wait += msg.time - S->clock[s];
             S->clock[s] = msg.time;
         }
+        q->items[q->head - 1].taken = S->clock[s];
         /* The sender's send completes now. */
         S->outstanding[src]--;
         if (S->clock[s] > S->last_received[src]) S->last_received[src] = S->clock[s];

@@ -5,7 +5,9 @@
  *   FORWARD takes t_forward, BACKWARD t_backward (per chunk and micro-batch;
  *   the tests use 1 and 2, and also other ratios); a split backward takes
  *   t_backward for BACKWARD_INPUT and t_weight for BACKWARD_WEIGHT;
- *   SEND_* is posted instantly: the data exists from the sender's clock on;
+ *   SEND_* is posted instantly: the data exists from the sender's clock on
+ *   (with a send window, once the send that many before it on the link
+ *   was received: the sender waits for it);
  *   RECV_* blocks until the matching data exists, then the clock jumps to
  *   max(clock, time the data was sent). Messages travel on directed links
  *   (sender stage, receiver stage, kind = activation | gradient) and are
@@ -51,6 +53,10 @@ typedef struct pp_sim_config {
     int32_t micro_batches; /* m */
     int64_t t_forward, t_backward;
     int64_t t_weight;      /* BACKWARD_WEIGHT (lists that split the backward) */
+    /* per stage, or NULL: a send of stage s waits until the one
+     * send_window[s] before it on its link was received, as the executor
+     * waits for it (train/step_pipeline.c); 0: never waits */
+    const int32_t *send_window;
 } pp_sim_config;
 
 typedef enum pp_sim_verdict {

@@ -71,8 +71,33 @@ static plait_status build_all(pp_schedule_kind kind, int32_t p, int32_t m, int32
     return PLAIT_OK;
 }
 
+/* The executor's send window of each stage (train/step_pipeline.c,
+ * plait_step_send_window): 1 with one chunk a stage, p + 1 where a
+ * backward comes before the last forward, else 0 (never waits). */
+static void executor_windows(const lists *L, int32_t v, int32_t *w) {
+    for (int32_t s = 0; s < L->p; s++) {
+        size_t last_f = 0, first_b = L->len[s];
+        for (size_t i = 0; i < L->len[s]; i++) {
+            uint32_t op = L->items[s][i].op;
+            if (op == PLAIT_INSTR_FORWARD) last_f = i;
+            if ((op == PLAIT_INSTR_BACKWARD || op == PLAIT_INSTR_BACKWARD_INPUT) && i < first_b) first_b = i;
+        }
+        w[s] = v == 1 ? 1 : first_b < last_f ? L->p + 1 : 0;
+    }
+}
+
+/* windowed: the sends wait as the executor's do (executor_windows) */
+static int windowed;
+
 static pp_sim_verdict run(const lists *L, int32_t m, int32_t v, int64_t tf, int64_t tb, pp_sim_result *res) {
-    pp_sim_config cfg = {.stages = L->p, .chunks = v, .micro_batches = m, .t_forward = tf, .t_backward = tb};
+    int32_t w[16];
+    executor_windows(L, v, w);
+    pp_sim_config cfg = {.stages = L->p,
+                         .chunks = v,
+                         .micro_batches = m,
+                         .t_forward = tf,
+                         .t_backward = tb,
+                         .send_window = windowed ? w : NULL};
     const plait_instr *ptrs[16];
     for (int32_t s = 0; s < L->p; s++) ptrs[s] = L->items[s];
     return pp_sim_run(&cfg, ptrs, L->len, res);
@@ -466,8 +491,15 @@ static void check_zb1(int32_t p, int32_t m, int64_t tf, int64_t tb, int64_t tw) 
     lists L;
     plait_status st = build_all(PP_SCHEDULE_ZB1, p, m, 1, &L);
     if (st != PLAIT_OK) fail_msg("zb1 p=%d m=%d: build failed (%d)", p, m, st);
-    pp_sim_config cfg = {.stages = p, .chunks = 1, .micro_batches = m, .t_forward = tf, .t_backward = tb,
-                         .t_weight = tw};
+    int32_t w[16];
+    executor_windows(&L, 1, w);
+    pp_sim_config cfg = {.stages = p,
+                         .chunks = 1,
+                         .micro_batches = m,
+                         .t_forward = tf,
+                         .t_backward = tb,
+                         .t_weight = tw,
+                         .send_window = windowed ? w : NULL};
     const plait_instr *ptrs[16];
     for (int32_t s = 0; s < p; s++) ptrs[s] = L.items[s];
     pp_sim_result res;
@@ -506,6 +538,46 @@ static void test_zb1_sweep(void **state) {
         for (int32_t m = 1; m <= 17; m++)
             for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++)
                 check_zb1(p, m, costs[c][0], costs[c][1], costs[c][2]);
+}
+
+/* The executor waits for each send at a fixed later send of its kind
+ * (plait_step_send_window), so that the boundary pool it sends from holds
+ * what the schedule fixes: with those waits every schedule still runs
+ * without deadlock, each stage as busy and as idle as the closed forms say,
+ * for every configuration the sweeps above check. */
+static void test_windowed_sends(void **state) {
+    windowed = 1;
+    test_matrix(state);
+    test_sweep(state);
+    test_zb1_sweep(state);
+    windowed = 0;
+}
+
+/* The simulator enforces a window: one send in flight a link deadlocks
+ * looped gpipe (stage 0 receives its second chunk's inputs only after
+ * all its first chunk's forwards, while the last stage waits for the
+ * first of them to be received before it sends the next), which is why
+ * the executor never waits there before the step's end; and one in flight
+ * makes interleaved slower than its closed form. */
+static void test_sim_window_enforced(void **state) {
+    (void)state;
+    lists L;
+    assert_int_equal(build_all(PP_SCHEDULE_GPIPE, 2, 4, 2, &L), PLAIT_OK);
+    const int32_t one[16] = {1, 1};
+    const plait_instr *ptrs[16];
+    for (int32_t s = 0; s < L.p; s++) ptrs[s] = L.items[s];
+    pp_sim_config cfg = {
+        .stages = 2, .chunks = 2, .micro_batches = 4, .t_forward = 1, .t_backward = 2, .send_window = one};
+    pp_sim_result res;
+    expect_verdict(pp_sim_run(&cfg, ptrs, L.len, &res), PP_SIM_DEADLOCK, &res, "SEND_ACT");
+    pp_sim_result_free(&res);
+    lists_free(&L);
+    assert_int_equal(build_all(PP_SCHEDULE_INTERLEAVED, 2, 4, 2, &L), PLAIT_OK);
+    for (int32_t s = 0; s < L.p; s++) ptrs[s] = L.items[s];
+    assert_int_equal(pp_sim_run(&cfg, ptrs, L.len, &res), PP_SIM_OK);
+    assert_true(res.makespan > 4 * 2 * 3 + expect_idle_steps(2, 4, 2) * 3);
+    pp_sim_result_free(&res);
+    lists_free(&L);
 }
 
 /* Without its weight halves and with BACKWARD_INPUT read as BACKWARD, a zb1
@@ -635,6 +707,8 @@ int main(void) {
         cmocka_unit_test(test_zb1_is_1f1b_plus_weights),
         cmocka_unit_test(test_zb1_literal),
         cmocka_unit_test(test_sim_detects_split_errors),
+        cmocka_unit_test(test_windowed_sends),
+        cmocka_unit_test(test_sim_window_enforced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,11 +47,22 @@
  * must not share a tag). tests/pp's simulator checks this, the absence of
  * deadlock, every dependency and the bounds below for many (p, m, v).
  *
- * Buffers of a posted send must stay untouched until the send completes.
- * An executor must never make reuse of a buffer *wait* for a send to
- * complete (under a rendezvous transport the receiver may first need other
- * data from this stage): give each in-flight (chunk, mb) its own buffers
- * and recycle them once test() reports the sends done.
+ * Sends in flight: buffers of a posted send must stay untouched until the
+ * send completes. Under a rendezvous transport a send completes only once
+ * its receiver posts the receive, which may come after the receiver needs
+ * other data from the sender, so an executor may wait for a send only at
+ * a point the lists allow: plait's executor (core/train/step_pipeline.c)
+ * waits, before posting a send, for the one W sends before it on the same
+ * link (its kind: activations or gradients), W = 1 with one chunk a stage
+ * (1F1B, zb1, gpipe), p + 1 where a stage of several chunks runs a
+ * backward before its last forward (interleaved), and never before the
+ * step's end where every forward comes first (looped gpipe, which would
+ * deadlock: stage 0 receives its second chunk's inputs only after all its
+ * first chunk's forwards). With those waits the lists still never
+ * deadlock and every closed form below holds (tests/pp's simulator checks
+ * both: test_windowed_sends; a window of 1 under interleaved costs time),
+ * and the buffers in flight are a function of the list alone, which the
+ * planner counts exactly (core/cost/rank_cost.c).
  *
  * Closed forms (proved for the lists built here by the simulator, with
  * forward time tF and backward time tB per chunk and micro-batch, equal on
