@@ -13,7 +13,7 @@
 # 7C bf16 elements, not the whole copy of 2 blocks and the head.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
-"$PLAIT_BIN" plugins 2>&1 | grep -qE '^device +cuda_emu ' || {
+grep -qE '^device +cuda_emu ' <<<"$("$PLAIT_BIN" plugins 2>&1)" || {
   echo "SKIP: the cuda_emu device plugin is not built (no CUDA toolkit, or a sanitizer build)"
   exit 77
 }

@@ -67,7 +67,7 @@ start=$SECONDS
 hosts twice 3 "0 6" "1 6" "1 6"
 took=$((SECONDS - start))
 at_once twice 3 "a --node-rank given twice"
-cat "$E2E_WORK"/twice.*.out | grep -q "two processes joined as world rank [23] (world rank [23] from 127.0.0.1:[0-9]*, and world rank [23] from 127.0.0.1:[0-9]*): was one --node-rank given to two hosts' launchers?" ||
+grep -q "two processes joined as world rank [23] (world rank [23] from 127.0.0.1:[0-9]*, and world rank [23] from 127.0.0.1:[0-9]*): was one --node-rank given to two hosts' launchers?" "$E2E_WORK"/twice.*.out ||
   fail "the duplicate --node-rank was not named: $(tail -qn 2 "$E2E_WORK"/twice.*.out)"
 for i in 0 1 2; do
   ! grep -q "never joined\|no connection from" "$E2E_WORK/twice.$i.out" || fail "launcher $i blamed a missing rank: $(tail -n 2 "$E2E_WORK/twice.$i.out")"
