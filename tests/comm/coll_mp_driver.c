@@ -7,7 +7,8 @@
  *                  an ordered allreduce checked bit for bit; rank 0 prints
  *                  "coll_mp_driver: ok" when every rank passed. Exit 0 = pass.
  *   big-subset     the same, the 1 MiB + 3 size for one dtype per
- *                  (collective, op), rotating (conformance_opts.big_subset).
+ *                  (collective, op), rotating from PLAIT_TEST_SAMPLE
+ *                  (conformance_opts.big_subset and sample).
  *   stall R        rank R sits out an allreduce (sleeps 3x the timeout); the
  *                  others print how their call failed and how long it took,
  *                  and exit 0 when it failed (timeout or peer lost).
@@ -189,6 +190,7 @@ int main(int argc, char **argv) {
     }
     conformance_opts opts = {.big = 1, .only_kind = -1};
     opts.big_subset = argc > 1 && strcmp(argv[1], "big-subset") == 0;
+    opts.sample = conformance_sample(); /* PLAIT_TEST_SAMPLE, set by the test for every rank */
     conformance_result res;
     conformance_run(world, &opts, &res);
     char err[512] = "";
@@ -201,9 +203,9 @@ int main(int argc, char **argv) {
     int ok = st == PLAIT_OK && all[1] == 0 && all[2] == 0 && all[3] == 0 && all[0] > 0;
     if (r == 0 && st == PLAIT_OK)
         printf("coll_mp_driver: %d ranks over %s%s: %lld collectives, %lld wrong elements, %lld failed calls, "
-               "%lld split failures\n",
-               n, d->name, opts.big_subset ? " (1 MiB + 3 for a subset)" : "", (long long)all[0],
-               (long long)all[1], (long long)all[2], (long long)all[3]);
+               "%lld split failures (PLAIT_TEST_SAMPLE=%u)\n",
+               n, d->name, opts.big_subset ? " (1 MiB + 3 for a subset)" : "", (long long)all[0], (long long)all[1],
+               (long long)all[2], (long long)all[3], opts.sample);
     if (r == 0 && ok) printf("coll_mp_driver: ok\n");
     fflush(stdout);
     plait_comm_free(world);

@@ -23,6 +23,8 @@ typedef struct conformance_opts {
     int big_subset;     /* at the big size, one dtype per (collective, op), rotating, instead of
                            every dtype: for many ranks on few cores, where checking the 1 MiB
                            results costs most of the time (the small sizes stay complete) */
+    unsigned sample;    /* under big_subset, where the rotation starts (conformance_sample):
+                           successive commits check the other dtypes at the big size */
     int only_kind;      /* -1 = all (and send/recv), else a plait_coll_kind */
     int verbose;
 } conformance_opts;
@@ -33,6 +35,17 @@ typedef struct conformance_result {
     uint64_t failed;     /* calls that returned an error */
     char first[512];     /* description of the first problem */
 } conformance_result;
+
+/* The rotation's start for big_subset, as tests/e2e/lib.sh samples its
+ * matrices: PLAIT_TEST_SAMPLE when set (a number; anything else is 0), else
+ * the commit of PLAIT_SOURCE_DIR's checkout read as hexadecimal (git), else
+ * 0. Every rank of a run must use the same value: a multi-rank test reads
+ * it once and passes it to its ranks. */
+unsigned conformance_sample(void);
+
+/* Whether the complete matrix is asked for (PLAIT_TEST_ALL set, as by
+ * `make test-all`): then no big_subset. */
+int conformance_complete(void);
 
 /* Run the matrix on `world` (all ranks call it). Fills *res for this rank.
  * Returns 0 when this rank saw no problem. */

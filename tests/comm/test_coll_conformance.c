@@ -2,8 +2,10 @@
  * The conformance matrix over the in-process threads transport, on 1, 2, 3,
  * 4, 5 and 8 ranks: every collective × dtype × operator × size (0, 1, 7,
  * n-1, n+1, 1 MiB + 3 elements) × algorithm × in-place form, results
- * compared exactly (under the sanitizers the 1 MiB + 3 size for one dtype
- * per collective and operator, rotating). One test per rank count.
+ * compared exactly. At 1 MiB + 3 elements `make test` runs one dtype per
+ * collective and operator, rotating from a start the commit chooses
+ * (conformance_sample); `make test-all` (PLAIT_TEST_ALL) runs every dtype.
+ * One test per rank count.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,8 +48,10 @@ static void run_on(int n) {
     s->opts.big = 1;
     s->opts.only_kind = -1;
     s->opts.full_big = getenv("PLAIT_CONFORMANCE_FULL") != NULL;
-    /* the sanitizer build's lighter big size (tests/comm/CMakeLists.txt) */
-    s->opts.big_subset = getenv("PLAIT_CONFORMANCE_BIG_SUBSET") != NULL;
+    /* make test's sample of the big size; make test-all runs it complete */
+    s->opts.big_subset = !conformance_complete();
+    s->opts.sample = conformance_sample();
+    if (s->opts.big_subset) fprintf(stderr, "the big size's subset from PLAIT_TEST_SAMPLE=%u\n", s->opts.sample);
     assert_int_equal(plait_threads_run(n, rank_main, s), PLAIT_OK);
     uint64_t cases = 0, wrong = 0, failed = 0;
     for (int r = 0; r < n; r++) {
@@ -57,8 +61,9 @@ static void run_on(int n) {
         failed += s->res[r].failed;
         if (s->res[r].first[0]) fprintf(stderr, "rank %d: first problem: %s\n", r, s->res[r].first);
     }
-    fprintf(stderr, "%d ranks: %llu collectives checked, %llu wrong elements, %llu failed calls\n", n,
-            (unsigned long long)cases, (unsigned long long)wrong, (unsigned long long)failed);
+    fprintf(stderr, "%d ranks: %llu collectives checked, %llu wrong elements, %llu failed calls (%s)\n", n,
+            (unsigned long long)cases, (unsigned long long)wrong, (unsigned long long)failed,
+            s->opts.big_subset ? "1 MiB + 3 for a subset" : "complete");
     assert_true(cases > 0);
     assert_int_equal(s->res[0].cases, cases / (uint64_t)n);
     assert_int_equal(wrong, 0);

@@ -8,11 +8,11 @@
  * algorithm × in-place form at the small sizes (0, 1, 7, n-1, n+1). At
  * 1 MiB + 3 elements, where the time goes (moving and checking megabytes on
  * 2 cores), each (collective, dtype, op) runs one algorithm-and-form,
- * rotating; at 5 and 8 ranks and under mpirun (the matrix already ran
- * complete on 4 ranks) also only one dtype per (collective, op), rotating
- * (coll_mp_driver big-subset): 8 ranks take 13 s that way, 60 s with every
- * dtype, and this whole test about 75 s on 2 shared cores. Under the
- * sanitizers every rank count runs the subset.
+ * rotating; and also only one dtype per (collective, op), rotating from a
+ * start the commit chooses (coll_mp_driver big-subset, conformance_sample):
+ * 8 ranks take 13 s that way, 60 s with every dtype. `make test-all`
+ * (PLAIT_TEST_ALL) runs every dtype on 1 to 4 ranks, the subset at 5 and 8
+ * ranks and under mpirun.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "comm/conformance.h"
 #include "launch/launch.h"
 #include "host/host_table.h"
 
@@ -83,9 +84,11 @@ static void failure_report(const char *out, int r, double max_s, const char *op,
 
 /* The matrix on n ranks; `mode` NULL (complete) or "big-subset". */
 static void launch(int n, char *mode) {
-    if (!mode && getenv("PLAIT_CONFORMANCE_BIG_SUBSET")) mode = "big-subset"; /* the sanitizer build's */
+    if (!mode && !conformance_complete()) mode = "big-subset";
     char *argv[] = {"coll_mp_driver", mode, NULL};
-    char *env[] = {"PLAIT_COMM_TIMEOUT=120", "PLAIT_LOG_LEVEL=warn", NULL};
+    char sample[48];
+    snprintf(sample, sizeof sample, "PLAIT_TEST_SAMPLE=%u", conformance_sample());
+    char *env[] = {"PLAIT_COMM_TIMEOUT=120", "PLAIT_LOG_LEVEL=warn", sample, NULL};
     plait_launch_result res;
     char *out = run_launch(n, argv, env, 5, &res);
     char want[96];
@@ -190,12 +193,16 @@ static void test_tcp_4_ranks_mpirun(void **state) {
     const char *mpirun = getenv("PLAIT_MPIRUN") ? getenv("PLAIT_MPIRUN") : "/usr/bin/mpirun";
     if (access(mpirun, X_OK) != 0) fail_msg("%s not found: install openmpi-bin", mpirun);
     int fd = tmp_out();
+    char sample[16];
+    snprintf(sample, sizeof sample, "%u", conformance_sample());
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 1);
         dup2(fd, 2);
+        setenv("PLAIT_TEST_SAMPLE", sample, 1);
         execl(mpirun, mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "4", "-x",
-              "PLAIT_COMM_TIMEOUT=120", "-x", "PLAIT_LOG_LEVEL=warn", driver(), "big-subset", (char *)NULL);
+              "PLAIT_COMM_TIMEOUT=120", "-x", "PLAIT_LOG_LEVEL=warn", "-x", "PLAIT_TEST_SAMPLE", driver(), "big-subset",
+              (char *)NULL);
         _exit(127);
     }
     int status = 0;
