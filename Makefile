@@ -17,12 +17,14 @@ build: deps
 	cmake --build $(BUILD) -j$(JOBS)
 
 # test samples the long matrices (tests/e2e/lib.sh, sample_cases; a
-# different sample each commit); test-all runs every case of them
+# different sample each commit); test-all runs every case of them. Both run
+# ctest through scripts/test.sh: the tests that mostly wait (label waits)
+# beside the others
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j2
+	scripts/test.sh $(BUILD)
 
 test-all: build
-	cd $(BUILD) && PLAIT_TEST_ALL=1 ctest --output-on-failure -j2
+	PLAIT_TEST_ALL=1 scripts/test.sh $(BUILD)
 
 demo: build
 	@scripts/demo.sh $(BUILD)
