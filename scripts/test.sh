@@ -10,16 +10,20 @@
 #     several ranks (RUN_SERIAL) alone.
 # Run by one ctest, a waiting test would hold one of the two places for its
 # whole length. EXCLUDE (a label regex, e.g. `slow`) leaves more tests out
-# of both. The waiting tests' output is printed after the others' (it is
-# kept in BUILD/Testing/waits.log), then both summaries; the exit status
-# fails if either failed.
+# of both. The waiting tests' ctest runs in BUILD/ctest-waits, a folder
+# whose CTestTestfile.cmake includes BUILD's, so that each ctest keeps its
+# own Testing/ logs (`ctest --rerun-failed` in BUILD reruns the others'
+# failures; in BUILD/ctest-waits, the waiting tests'). Their output is
+# printed after the others' (BUILD/ctest-waits/waits.log), then both
+# summaries; the exit status fails if either failed.
 set -uo pipefail
 build=${1:?usage: scripts/test.sh BUILD [EXCLUDE]}
 exclude=${2:-}
 cd "$build" || exit 1
-mkdir -p Testing
-waits_log=Testing/waits.log
-ctest --output-on-failure -j1 -L waits ${exclude:+-LE "$exclude"} >"$waits_log" 2>&1 &
+mkdir -p ctest-waits
+printf 'subdirs("%s")\n' "$PWD" >ctest-waits/CTestTestfile.cmake
+waits_log=ctest-waits/waits.log
+(cd ctest-waits && exec ctest --output-on-failure -j1 -L waits ${exclude:+-LE "$exclude"}) >"$waits_log" 2>&1 &
 waits=$!
 trap 'kill $waits 2>/dev/null' EXIT
 ctest --output-on-failure -j2 -LE "waits${exclude:+|$exclude}"
