@@ -299,19 +299,34 @@ void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) {
     tcp_fail_peer(e, c->peer, PLAIT_ERR_PROTOCOL, why);
 }
 
-void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
+/* Read budgets spent on a failing peer's stream looking for its ABORT frame,
+ * and how deep such readings may nest (a frame read in one, an RTS, can find
+ * its sender gone and read on: the ABORT may follow it). */
+#define LAST_WORDS_ROUNDS 8
+#define LAST_WORDS_NESTED 2
+
+int tcp_read_last_words(tcp_engine *e, int p, int nested) {
     /* A peer going down first says why (an ABORT frame: "lost rank 2 in
-     * allreduce #5"), on whichever of its streams was at a frame boundary.
-     * A failed send, or the end of another stream, can reach us before we
-     * read it; read what its streams still hold first, so the loss carries
-     * the cause instead of "broken pipe". Errors met while reading are left
-     * to the loss reported below. */
-    if (e->reading_last_words) return;
-    tcp_peer *peer = &e->peers[c->peer];
-    e->reading_last_words = 1;
+     * allreduce #5"), after the rest of a chunk in flight on one of its
+     * streams. A failed send, the end of another stream, or its process
+     * found gone can reach us before we read it; reading what its streams
+     * still hold first makes the loss carry the cause instead of "broken
+     * pipe". The frame may follow more than one read budget of data, so a
+     * stream is read until it is drained (at most LAST_WORDS_ROUNDS budgets:
+     * a peer that keeps sending is not going down). Errors met while
+     * reading are left to the caller's report. */
+    if (e->reading_last_words > (nested ? LAST_WORDS_NESTED : 0)) return -1;
+    tcp_peer *peer = &e->peers[p];
+    e->reading_last_words++;
     for (int s = 0; peer->conns && s < e->cfg.streams && !peer->lost; s++)
-        if (peer->conns[s].fd >= 0) tcp_conn_read(e, &peer->conns[s]);
-    e->reading_last_words = 0;
+        for (int round = 0; round < LAST_WORDS_ROUNDS && peer->conns[s].fd >= 0 && !peer->lost; round++)
+            if (!tcp_conn_read(e, &peer->conns[s])) break;
+    e->reading_last_words--;
+    return 0;
+}
+
+void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
+    if (tcp_read_last_words(e, c->peer, 0) != 0) return; /* the outer reading reports */
     char why[256];
     if (err == 0)
         snprintf(why, sizeof why, "rank %d closed the connection (stream %d, %s); the process probably exited or "
