@@ -3,8 +3,9 @@
  * rank would — garbage, inconsistent headers, oversized announcements — and
  * check that only the affected operations fail, with messages naming the
  * peer, and that nothing crashes or overruns. Also: timeouts that leave the
- * request pending, abort, a vanished peer, too-short receive buffers, and
- * the reason a rank going down sends (ABORT), mid-chunk and received. */
+ * request pending, abort, a vanished peer, a peer's last message before
+ * its orderly exit, too-short receive buffers, and the reason a rank going
+ * down sends (ABORT), mid-chunk and received. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -407,6 +408,44 @@ static void test_unexpected_then_posted(void **state) {
     assert_string_equal(b2, "world");
 }
 
+/* A rank that finished sends its last message and closes every stream (an
+ * orderly exit). Its receiver may post that receive only after it has seen
+ * the streams end: the message was read before the end and is delivered;
+ * only a receive beyond it fails, naming the closed connection. Either
+ * order of the two ends is covered: `first` is the stream closed first. */
+static void last_message_then_exit(int first) {
+    send_frame(1, 0, 8, 0, 11, 0, "last words", 11);
+    close(g_fds[first]);
+    close(g_fds[1 - first]);
+    g_fds[0] = g_fds[1] = -1;
+    /* wait until the plugin has seen the ends: a receive on another tag fails */
+    char other[8], buf[16] = {0};
+    void *req;
+    plait_buffer bo = hb(other, sizeof other), bb = hb(buf, sizeof buf);
+    plait_status st = g_ops->irecv(g_comm, &bo, 1, 9, NULL, &req);
+    if (st == PLAIT_OK) st = g_ops->wait(g_comm, req, 5, NULL);
+    assert_int_equal(st, PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection");
+    size_t n = 0;
+    st = g_ops->irecv(g_comm, &bb, 1, 8, NULL, &req);
+    if (st != PLAIT_OK) fail_msg("the last message is lost to the orderly close: %s", plait_last_error());
+    assert_int_equal(g_ops->wait(g_comm, req, 5, &n), PLAIT_OK);
+    assert_int_equal(n, 11);
+    assert_string_equal(buf, "last words");
+    assert_int_equal(g_ops->irecv(g_comm, &bb, 1, 8, NULL, &req), PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection");
+}
+
+static void test_last_message_before_orderly_close(void **state) {
+    (void)state;
+    last_message_then_exit(0);
+}
+
+static void test_last_message_on_the_stream_closed_first(void **state) {
+    (void)state;
+    last_message_then_exit(1);
+}
+
 static void send_control(int stream, uint8_t type, uint64_t msg_len, uint64_t a, uint64_t b) {
     tcp_frame f = {TCP_FRAME_MAGIC, TCP_WIRE_VERSION, type, 0, 0, 5, 0, 16, msg_len, 0};
     uint64_t payload[2] = {a, b};
@@ -646,6 +685,8 @@ int main(void) {
         T(test_peer_vanishes),
         T(test_abort_fails_pending),
         T(test_unexpected_then_posted),
+        T(test_last_message_before_orderly_close),
+        T(test_last_message_on_the_stream_closed_first),
         T(test_unagreed_single_copy_refused),
         T(test_unknown_acknowledgement),
         cmocka_unit_test_setup_teardown(test_abort_mid_chunk_tells_the_peer_why, setup_big_chunks, teardown),
