@@ -181,7 +181,7 @@ struct tcp_engine {
     int pt_polling;      /* the progress thread is in epoll_wait on ep */
     int stop;
     int has_thread;
-    int reading_last_words; /* tcp_io_error is reading a failing peer's other streams */
+    int reading_last_words; /* depth of tcp_read_last_words: reading a failing peer's streams */
     pthread_t thread;
     size_t tx_pending;   /* conns with queued sends */
 
@@ -241,6 +241,11 @@ void tcp_conn_close(tcp_engine *e, tcp_conn *c);
 void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);
 void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
+/* Read what world rank p's streams still hold (its ABORT frame, which fails
+ * it with the cause it sent) before reporting it lost for another reason;
+ * -1 when already inside such a reading (`nested`: inside more than a few),
+ * whose caller then reports. */
+int tcp_read_last_words(tcp_engine *e, int p, int nested);
 void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev);
 plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op);
 /* The start that an isend (kind TCP_SEND) and an irecv (TCP_RECV) share:
@@ -251,7 +256,19 @@ tcp_req *tcp_req_post(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t 
 
 /* tcp_send.c, tcp_recv.c: socket I/O on one connection (mu held). */
 void tcp_conn_flush(tcp_engine *e, tcp_conn *c);
-void tcp_conn_read(tcp_engine *e, tcp_conn *c);
+/* Returns 1 when it stopped at its read budget with bytes left to read. */
+int tcp_conn_read(tcp_engine *e, tcp_conn *c);
+
+/* tcp_notice.c: tell every live peer why this rank is going down (an ABORT
+ * frame with `why`), finishing a chunk in flight first where needed; mu held
+ * throughout (nothing else writes meanwhile). Takes at most TCP_NOTICE_S and
+ * writes at most TCP_NOTICE_MAX_BYTES of a chunk per peer; what peers send
+ * meanwhile is dropped, so the caller must close every connection next
+ * (tcp_fail_peer). Best effort: a peer that is gone or not reading misses
+ * the frame. */
+#define TCP_NOTICE_S 0.5
+#define TCP_NOTICE_MAX_BYTES (8u << 20)
+void tcp_notify_peers(tcp_engine *e, const char *why);
 
 /* tcp_cma.c: single copy between ranks of one host. */
 /* Fill the cma fields of our published address info. */

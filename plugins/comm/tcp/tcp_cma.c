@@ -159,12 +159,21 @@ void tcp_cma_deliver(tcp_engine *e, tcp_inmsg *m, tcp_req *r) {
     int err = m->len ? read_remote(e->peers[r->peer].pid, r->buf, m->raddr, (size_t)m->len) : 0;
     tcp_cma_ack(e, r->peer, m->rtoken, (uint32_t)err);
     if (err == ESRCH) {
-        char why[160], name[96];
-        snprintf(why, sizeof why, "rank %d's process is gone (found while reading a message from it directly)",
-                 r->peer);
-        tcp_fail_peer(e, r->peer, PLAIT_ERR_PEER_LOST, why);
+        /* a rank going down sends why before it exits: its ABORT frame may
+         * wait on a socket, also behind the RTS being handled, and then
+         * names the cause */
+        tcp_peer *peer = &e->peers[r->peer];
+        (void)tcp_read_last_words(e, r->peer, 1);
+        if (!peer->lost) {
+            char why[160];
+            snprintf(why, sizeof why, "rank %d's process is gone (found while reading a message from it directly)",
+                     r->peer);
+            tcp_fail_peer(e, r->peer, PLAIT_ERR_PEER_LOST, why);
+        }
+        char name[96];
         tcp_peer_name(r->comm, r->peer, name, sizeof name);
-        tcp_req_fail(e, r, PLAIT_ERR_PEER_LOST, "tcp: receive (tag %u) from %s failed: %s", r->tag, name, why);
+        tcp_req_fail(e, r, PLAIT_ERR_PEER_LOST, "tcp: receive (tag %u) from %s failed: %s", r->tag, name,
+                     peer->lost_why);
         return;
     }
     if (err) {

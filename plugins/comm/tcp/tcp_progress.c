@@ -150,32 +150,6 @@ plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes)
 
 /* ---- abort, registration, start/stop ------------------------------------ */
 
-/* Best effort, never blocking: an ABORT frame with the reason on a stream to
- * `p` whose next byte is a frame boundary (nothing half written). */
-static void tcp_send_abort_notice(tcp_engine *e, int p, const char *why) {
-    tcp_peer *peer = &e->peers[p];
-    if (peer->lost || !peer->conns) return;
-    for (int s = 0; s < e->cfg.streams; s++) {
-        tcp_conn *c = &peer->conns[s];
-        if (c->fd < 0 || (c->txq && c->txq->sent > 0)) continue;
-        struct {
-            tcp_frame h;
-            char text[TCP_ABORT_MAX];
-        } f;
-        size_t n = strlen(why);
-        if (n > TCP_ABORT_MAX) n = TCP_ABORT_MAX;
-        memset(&f.h, 0, sizeof f.h);
-        f.h.magic = TCP_FRAME_MAGIC;
-        f.h.version = TCP_WIRE_VERSION;
-        f.h.type = TCP_FRAME_ABORT;
-        f.h.chunk_len = (uint32_t)n;
-        f.h.msg_len = n;
-        memcpy(f.text, why, n);
-        (void)!send(c->fd, &f, sizeof f.h + n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        return;
-    }
-}
-
 void tcp_abort(tcp_comm *cm, const char *reason) {
     tcp_engine *e = cm->eng;
     pthread_mutex_lock(&e->mu);
@@ -186,8 +160,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
         snprintf(why, sizeof why, "communicator %u aborted: %s", cm->id, cm->abort_why);
         if (cm->is_world) {
             /* the job is going down: say why, then drop every connection */
-            for (int p = 0; p < e->size; p++)
-                if (p != e->rank) tcp_send_abort_notice(e, p, cm->abort_why);
+            tcp_notify_peers(e, cm->abort_why);
             for (int p = 0; p < e->size; p++)
                 if (p != e->rank) tcp_fail_peer(e, p, PLAIT_ERR_PEER_LOST, why);
         } else {

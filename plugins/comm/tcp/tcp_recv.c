@@ -218,8 +218,15 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
     if (c->rx_pos == c->rx_len) c->rx_pos = c->rx_len = 0;
 }
 
-static void conn_read_some(tcp_engine *e, tcp_conn *c) {
+/* Read until the socket is drained, or the connection fails, or the budget
+ * is spent: 1 in the last case (bytes may be left). */
+static int conn_read_some(tcp_engine *e, tcp_conn *c) {
     size_t budget = READ_BUDGET;
+    /* Whole frames can wait in the staging buffer when this read runs
+     * inside the handling of an earlier frame of the same stream (an RTS
+     * whose ACK met a broken connection reads the peer's last words): parse
+     * them first, as the socket may hold nothing more but its end. */
+    if (c->rx_pos < c->rx_len) parse_staged(e, c);
     while (c->fd >= 0 && budget > 0) {
         ssize_t r;
         size_t want;
@@ -233,7 +240,7 @@ static void conn_read_some(tcp_engine *e, tcp_conn *c) {
                     e->scratch_len = TCP_RX_BUF;
                     if (!e->scratch) {
                         tcp_fail_peer(e, c->peer, PLAIT_ERR_NO_MEMORY, "out of memory");
-                        return;
+                        return 0;
                     }
                 }
                 dst = e->scratch;
@@ -243,7 +250,7 @@ static void conn_read_some(tcp_engine *e, tcp_conn *c) {
             if (r > 0) {
                 advance_payload(e, c, (size_t)r);
                 budget -= (size_t)r;
-                if ((size_t)r < want) return; /* drained */
+                if ((size_t)r < want) return 0; /* drained */
                 continue;
             }
         } else {
@@ -259,19 +266,20 @@ static void conn_read_some(tcp_engine *e, tcp_conn *c) {
                 c->rx_len += (size_t)r;
                 budget -= (size_t)r < budget ? (size_t)r : budget;
                 parse_staged(e, c);
-                if ((size_t)r < want) return;
+                if ((size_t)r < want) return 0;
                 continue;
             }
         }
         if (r == 0) {
             tcp_io_error(e, c, 0);
-            return;
+            return 0;
         }
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
         tcp_io_error(e, c, errno);
-        return;
+        return 0;
     }
+    return c->fd >= 0;
 }
 
 /* Inside a long payload, ask the kernel to report the socket readable only
@@ -286,9 +294,10 @@ static void update_lowat(tcp_conn *c) {
     if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) c->lowat = want;
 }
 
-void tcp_conn_read(tcp_engine *e, tcp_conn *c) {
-    conn_read_some(e, c);
+int tcp_conn_read(tcp_engine *e, tcp_conn *c) {
+    int more = conn_read_some(e, c);
     update_lowat(c);
+    return more;
 }
 
 plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, tcp_req **out) {

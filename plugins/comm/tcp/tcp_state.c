@@ -299,19 +299,34 @@ void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) {
     tcp_fail_peer(e, c->peer, PLAIT_ERR_PROTOCOL, why);
 }
 
-void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
+/* Read budgets spent on a failing peer's stream looking for its ABORT frame,
+ * and how deep such readings may nest (a frame read in one, an RTS, can find
+ * its sender gone and read on: the ABORT may follow it). */
+#define LAST_WORDS_ROUNDS 8
+#define LAST_WORDS_NESTED 2
+
+int tcp_read_last_words(tcp_engine *e, int p, int nested) {
     /* A peer going down first says why (an ABORT frame: "lost rank 2 in
-     * allreduce #5"), on whichever of its streams was at a frame boundary.
-     * A failed send, or the end of another stream, can reach us before we
-     * read it; read what its streams still hold first, so the loss carries
-     * the cause instead of "broken pipe". Errors met while reading are left
-     * to the loss reported below. */
-    if (e->reading_last_words) return;
-    tcp_peer *peer = &e->peers[c->peer];
-    e->reading_last_words = 1;
+     * allreduce #5"), after the rest of a chunk in flight on one of its
+     * streams. A failed send, the end of another stream, or its process
+     * found gone can reach us before we read it; reading what its streams
+     * still hold first makes the loss carry the cause instead of "broken
+     * pipe". The frame may follow more than one read budget of data, so a
+     * stream is read until it is drained (at most LAST_WORDS_ROUNDS budgets:
+     * a peer that keeps sending is not going down). Errors met while
+     * reading are left to the caller's report. */
+    if (e->reading_last_words > (nested ? LAST_WORDS_NESTED : 0)) return -1;
+    tcp_peer *peer = &e->peers[p];
+    e->reading_last_words++;
     for (int s = 0; peer->conns && s < e->cfg.streams && !peer->lost; s++)
-        if (peer->conns[s].fd >= 0) tcp_conn_read(e, &peer->conns[s]);
-    e->reading_last_words = 0;
+        for (int round = 0; round < LAST_WORDS_ROUNDS && peer->conns[s].fd >= 0 && !peer->lost; round++)
+            if (!tcp_conn_read(e, &peer->conns[s])) break;
+    e->reading_last_words--;
+    return 0;
+}
+
+void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
+    if (tcp_read_last_words(e, c->peer, 0) != 0) return; /* the outer reading reports */
     char why[256];
     if (err == 0)
         snprintf(why, sizeof why, "rank %d closed the connection (stream %d, %s); the process probably exited or "
@@ -347,9 +362,23 @@ plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op) {
     return PLAIT_OK;
 }
 
+/* Whether `peer` is lost but the next receive from it on (cm, tag) finds
+ * its message whole in the buffer. A rank that finished sends its last messages and
+ * closes its streams: what was read before the end is still delivered,
+ * however late its receive is posted (tcp_fail_peer keeps such messages and
+ * drops the partial ones). */
+static int whole_after_loss(tcp_comm *cm, int peer, uint32_t tag) {
+    if (peer < 0 || peer >= cm->size || cm->aborted || !cm->eng->peers[cm->world_of[peer]].lost) return 0;
+    const tcp_chan *ch = tcp_chan_find(cm->eng, cm->world_of[peer], cm->id, tag, 0);
+    for (const tcp_inmsg *m = ch ? ch->msgs : NULL; m; m = m->next)
+        if (m->seq == ch->recv_seq) return !m->rts && !m->req && m->got == m->len;
+    return 0;
+}
+
 tcp_req *tcp_req_post(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, int kind, plait_status *st) {
     tcp_engine *e = cm->eng;
-    *st = tcp_check_peer(cm, peer, kind == TCP_SEND ? "send to" : "receive from");
+    if (kind == TCP_RECV && whole_after_loss(cm, peer, tag)) *st = PLAIT_OK;
+    else *st = tcp_check_peer(cm, peer, kind == TCP_SEND ? "send to" : "receive from");
     if (*st != PLAIT_OK) return NULL;
     int w = cm->world_of[peer];
     tcp_chan *ch = tcp_chan_find(e, w, cm->id, tag, 1);

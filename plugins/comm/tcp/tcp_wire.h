@@ -48,7 +48,9 @@
 /* ABORT: a rank that is going down tells its peers why (payload: the reason
  * text, at most TCP_ABORT_MAX bytes), so a failure cascades with its cause
  * ("rank 0 is going down: lost rank 2 in allreduce #61") instead of each rank
- * only reporting the neighbour it last heard from. */
+ * only reporting the neighbour it last heard from. It is the last frame on
+ * its stream, at a frame boundary like any other (the sender finishes a
+ * chunk in flight first: tcp_notice.c). */
 enum { TCP_FRAME_DATA = 1, TCP_FRAME_RTS = 2, TCP_FRAME_ACK = 3, TCP_FRAME_ABORT = 4 };
 #define TCP_ABORT_MAX 320
 
