@@ -300,15 +300,16 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s) {
     return 4 * (ln + gate_up + (sel ? 0 : F) + stash);
 }
 
-double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
     const int bf = plait_cost_experts_bf16(moe, s, tp);
     /* the rows (bf16 where the experts run bf16, the llama arch's gate|up
-     * one tensor of both widths) and, bf16, the shared experts' input */
-    double rows = 2 * Nk * C + acts * Nk * F;
+     * one tensor of both widths; at ep > 1 the hidden tensors are the
+     * holders', plait_cost_held_bytes) and, bf16, the shared experts' input */
+    double rows = 2 * Nk * C + (ep > 1 ? 0 : acts * Nk * F);
     if (SF > 0) rows += acts * N * SF + N * C + (bf ? N * C : 0);
     const double f = 2 * N * E + N + E + 4 * Nk + E + 1 + rows_floats(moe, s, tp, rows);
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
@@ -331,8 +332,9 @@ double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_sh
 
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0 || s->recompute == 0) return 0;
-    if (s->recompute == 2) return plait_cost_moe_acts_bytes(moe, s, tp) + plait_cost_held_shared_bytes(moe, s, tp, ep);
-    const double Nk = s->B * s->T * (double)moe->k;
+    if (s->recompute == 2)
+        return plait_cost_moe_acts_bytes(moe, s, tp, ep) + plait_cost_held_shared_bytes(moe, s, tp, ep);
+    const double Nk = ep > 1 ? 0 : s->B * s->T * (double)moe->k; /* at ep > 1 the holders' (below) */
     const double f = rows_floats(moe, s, tp, Nk * (double)moe->F / tp + s->B * s->T * (double)(moe->S * moe->F) / tp);
     return sizeof(float) * ceil(f / 64) * 64 + plait_cost_held_shared_bytes(moe, s, tp, ep);
 }

@@ -196,7 +196,8 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
- * this tp rank's width F/tp, the shared experts'; under selective without
+ * this tp rank's width F/tp (at ep > 1 none: the holders keep them,
+ * plait_cost_held_bytes), the shared experts'; under selective without
  * the activation function's outputs; the rows and hidden tensors bf16
  * where plait_cost_experts_bf16, with the shared experts' bf16 input),
  * and the backward's
@@ -208,7 +209,7 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * output and its gradient, model/moe_bf16.c, and where the llama arch's
  * experts run bf16 N·k·C floats for their gate's and up's input
  * gradients); 0 for a dense model. */
-double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 /* Bytes one sparse block's slot keeps between the halves of a split
  * backward whatever [model] recompute drops (model/moe.c's kept_carve):
  * the output gradients at its products, the block's, the router's
@@ -222,7 +223,8 @@ double plait_cost_moe_split_bytes(const plait_cost_moe *moe, const plait_cost_sh
  * buffers they share (model/moe.c): under full one block's moe_acts and
  * held rows (the per-block counts above and plait_cost_held_bytes then
  * count none), under selective the experts' activation function outputs
- * of one block (at ep > 1 those of the held rows too); 0 under none.
+ * of one block (at ep > 1 the held rows' in place of this rank's routed
+ * rows'); 0 under none.
  * The held part alone: plait_cost_held_shared_bytes. */
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);

@@ -202,7 +202,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
          * for every live slot: a bound) */
         const double moe_kept = s.recompute == 2 ? (s.split ? plait_cost_held_bytes(moe, &s, mesh->tp, ep) : 0)
                                                  : plait_cost_held_bytes(moe, &s, mesh->tp, ep) +
-                                                       plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
+                                                       plait_cost_moe_acts_bytes(moe, &s, mesh->tp, ep);
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
                                   sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp, ep) -
                                             plait_cost_sparse_unkept_bytes(&s)));

@@ -487,7 +487,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     /* recompute = full: held only from its rerun to its backward (shared below),
                      * under a split backward to its weight half (a bound, as rank_cost.c) */
                     const double kept = s.recompute != 2 ? plait_cost_held_bytes(&m->moe, &s, tp, ep) +
-                                                               plait_cost_moe_acts_bytes(&m->moe, &s, tp)
+                                                               plait_cost_moe_acts_bytes(&m->moe, &s, tp, ep)
                                         : s.split ? plait_cost_held_bytes(&m->moe, &s, tp, ep)
                                                   : 0;
                     r->act_bytes += live[c] * (kept + plait_cost_moe_split_bytes(&m->moe, &s, tp, ep) -

@@ -89,14 +89,18 @@
  * SwiGLU's (llama: a, sa), live in buffers every block shares, and
  * plait_moe_act_rerun rebuilds them from the kept inputs before the
  * block's backward; floats of that buffer (device memory). */
-static size_t act_floats(const moe_dims *d) {
-    const size_t n = (size_t)(d->N * d->k * d->F + d->N * d->SF);
+static size_t act_floats(const moe_dims *d, int ep) {
+    /* at ep > 1 the routed experts' are the holders' (moe_ep.c's) */
+    const size_t n = (size_t)((ep > 1 ? 0 : d->N * d->k * d->F) + d->N * d->SF);
     return ((d->bf ? n / 2 : n) + 63) / 64 * 64; /* bf16 where d->bf (F a multiple of 8) */
 }
 
 /* Floats of one block's moe_acts (ints take a float's room); carved from
- * `base` into *a unless base is NULL. */
-static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
+ * `base` into *a unless base is NULL. At ep > 1 the routed experts'
+ * hidden tensors (h, u, a) stay NULL: the ranks holding the experts keep
+ * those of the rows they ran (moe_ep.c), and this rank's rows x and y
+ * are what the dispatch sends and the combine brings back. */
+static size_t acts_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     const int64_t N = d->N, Nk = d->N * d->k, E = d->E;
     size_t at = 0;
 #define TAKE(ptr, type, n)                                                                                             \
@@ -122,9 +126,11 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     TAKE_ROWS(a->y, Nk * d->C);
     const int llama = d->nt == MOE_LLAMA_TENSORS; /* under d->sel the activation's output is shared */
     const int gu = llama && d->bf;                /* gate|up side by side in h, no u */
-    TAKE_ROWS(a->h, (gu ? 2 : 1) * Nk * d->F);
-    if ((!d->sel || llama) && !gu) TAKE_ROWS(a->u, Nk * d->F);
-    if (!d->sel || !llama) TAKE_ROWS(a->a, Nk * d->F);
+    if (ep == 1) { /* at ep > 1 the experts' hidden tensors are their holders' (moe_ep.c's held rows) */
+        TAKE_ROWS(a->h, (gu ? 2 : 1) * Nk * d->F);
+        if ((!d->sel || llama) && !gu) TAKE_ROWS(a->u, Nk * d->F);
+        if (!d->sel || !llama) TAKE_ROWS(a->a, Nk * d->F);
+    }
     if (d->SF > 0) {
         TAKE_ROWS(a->sh, (gu ? 2 : 1) * N * d->SF);
         if ((!d->sel || llama) && !gu) TAKE_ROWS(a->su, N * d->SF);
@@ -185,12 +191,12 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
         const moe_dims d = plait_moe_dims(m);
-        const size_t per = acts_carve(&d, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
+        const size_t per = acts_carve(&d, m->ep, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
         const int shared = keeps_none(m);
-        const size_t rc = shared ? per : d.sel ? act_floats(&d) : 0;
+        const size_t rc = shared ? per : d.sel ? act_floats(&d, m->ep) : 0;
         if (rc && !m->moe_rc && (m->moe_rc = plait_device_alloc(rc * sizeof(float), "activations")))
             m->act_bytes += m->moe_rc_bytes = rc * sizeof(float);
         s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
@@ -208,13 +214,14 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         for (int32_t l = 0; l < L; l++)
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
                 moe_acts *x = &s->moe[l];
-                at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
+                at += acts_carve(&d, m->ep, shared ? m->moe_rc : s->moe_mem + at, x);
                 if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
                 x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
-                /* the routed experts', then the shared */
-                float *act = d.sel ? plait_moe_at(&d, m->moe_rc, d.N * d.k * d.F) : NULL;
-                if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
-                else if (d.sel) x->u = m->moe_rc, x->su = d.SF > 0 ? act : NULL;
+                /* the routed experts' (at ep 1), then the shared */
+                float *routed = d.sel && m->ep == 1 ? m->moe_rc : NULL;
+                float *act = d.sel && m->moe_rc ? plait_moe_at(&d, m->moe_rc, routed ? d.N * d.k * d.F : 0) : NULL;
+                if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = routed, x->sa = d.SF > 0 ? act : NULL;
+                else if (d.sel) x->u = routed, x->su = d.SF > 0 ? act : NULL;
             }
     }
     *out = &s->moe[layer - 1];
