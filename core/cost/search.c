@@ -103,16 +103,8 @@ static int whole_family(const plait_cost_layout *l, char *family, size_t flen) {
 static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
     if (plait_cost_cp_refuses(l, T, plait_cost_model_attention(m), why, wlen)) return whole_family(l, family, flen);
-    if (plait_cost_ep_refuses(l, axes->experts, why, wlen)) {
-        plait_cost_layout with_adam = *l;
-        snprintf(with_adam.optim, sizeof with_adam.optim, "adam");
-        if (plait_cost_ep_refuses(&with_adam, axes->experts, why, wlen)) return whole_family(l, family, flen);
-        plait_cost_ep_refuses(l, axes->experts, why, wlen);
-        char o[24];
-        snprintf(o, sizeof o, " %s", l->optim); /* another optimizer: that one aside */
-        family_of(l, o, family, flen);
-        return 1;
-    }
+    /* the experts' rule reads ep, dp and cp alone: no optimizer escapes it */
+    if (plait_cost_ep_refuses(l, axes->experts, why, wlen)) return whole_family(l, family, flen);
     plait_batch b;
     if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
         snprintf(why, wlen, "%s", plait_last_error());
@@ -155,7 +147,7 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
     return 0;
 }
 
-/* The rules above read a layout's dp, tp, pp, cp, micro-batch, sp,
+/* The rules above read a layout's dp, tp, pp, cp, ep, micro-batch, sp,
  * schedule and chunks alone; the enumeration varies the optimizer, the
  * recompute mode, the bucket and the comm plugin innermost, so a layout
  * equal to the one before it in these is refused, or not, as it was, with
@@ -191,15 +183,14 @@ typedef struct verdict {
     size_t family;
 } verdict;
 
-/* The settings the rules read (same_rules's, and with experts split the
- * optimizer, which the experts' rule is given), the others zero: without
- * ep the optimizers share their verdict. */
+/* The settings the rules read (same_rules's), the others zero: the
+ * optimizers, recompute modes, buckets and comm plugins of one such
+ * setting share its verdict. */
 static void rules_key(const plait_cost_layout *l, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->cp = l->cp, key->ep = l->ep;
     key->micro_batch = l->micro_batch, key->sp = l->sp, key->chunks = l->chunks;
     memcpy(key->schedule, l->schedule, sizeof key->schedule);
-    if (l->ep > 1) memcpy(key->optim, l->optim, sizeof key->optim);
 }
 
 /* Layout lay[i] against the rules: 1 when set aside (joining its family),
