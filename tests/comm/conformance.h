@@ -37,7 +37,8 @@ typedef struct conformance_result {
 } conformance_result;
 
 /* The rotation's start for big_subset, as tests/e2e/lib.sh samples its
- * matrices: PLAIT_TEST_SAMPLE when set (a number; anything else is 0), else
+ * matrices: PLAIT_TEST_SAMPLE when set (a number; anything else stops the
+ * test, exit status 1, naming it), else
  * the commit of PLAIT_SOURCE_DIR's checkout read as hexadecimal (git), else
  * 0. Every rank of a run must use the same value: a multi-rank test reads
  * it once and passes it to its ranks. */
