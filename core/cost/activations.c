@@ -307,9 +307,10 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
     const int bf = plait_cost_experts_bf16(moe, s, tp);
     /* the rows (bf16 where the experts run bf16, the llama arch's gate|up
-     * one tensor of both widths; at ep > 1 the hidden tensors are the
-     * holders', plait_cost_held_bytes) and, bf16, the shared experts' input */
-    double rows = 2 * Nk * C + (ep > 1 ? 0 : acts * Nk * F);
+     * one tensor of both widths; at ep > 1 the outputs alone: the inputs
+     * the dispatch sends are a buffer the blocks share, the hidden tensors
+     * the holders', plait_cost_held_bytes) and, bf16, the shared experts' input */
+    double rows = ep > 1 ? Nk * C : 2 * Nk * C + acts * Nk * F;
     if (SF > 0) rows += acts * N * SF + N * C + (bf ? N * C : 0);
     const double f = 2 * N * E + N + E + 4 * Nk + E + 1 + rows_floats(moe, s, tp, rows);
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
@@ -358,7 +359,11 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     /* where the experts run bf16, the llama arch's gate and up input
      * gradients in bf16 before their float32 sum (model/moe.c's gu_dx) */
     const double gu = plait_cost_experts_bf16(moe, s, tp) && moe->llama ? Nk * s->C : 0;
-    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm + gu);
+    /* at ep > 1 the rows the dispatch sends and those the held experts
+     * send back in the combine, N·k rows each (balanced), one buffer of
+     * each the blocks share (model/moe_ep.c's moe_send_x, moe_held_y) */
+    const double trades = ep > 1 ? rows_floats(moe, s, tp, Nk * s->C) + rows_floats(moe, s, tp, Nk * s->C) : 0;
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads + norm + gu + trades);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
@@ -373,7 +378,7 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
      * (moe_ep.c's held_kept: C, and F a first product, the llama arch's
      * two; bf16 where the experts run bf16, as the rows) */
     const double kept = s->split ? s->C + (moe->llama ? 2.0 : 1.0) * F : 0;
-    const double dev = rows_floats(moe, s, tp, rows * (2.0 * s->C + acts * F + kept));
+    const double dev = rows_floats(moe, s, tp, rows * (s->C + acts * F + kept)); /* the outputs: shared */
     return sizeof(float) * dev + 72 + sizeof(int32_t) * (double)moe->E;
 }
 

@@ -173,8 +173,10 @@ int plait_cost_experts_bf16(const plait_cost_moe *moe, const plait_cost_shape *s
 
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
- * (model/moe.c's held rows, in the device's memory: each row's input and
- * output, C wide, its three F-wide hidden tensors (two under selective),
+ * (model/moe.c's held rows, in the device's memory: each row's input, C
+ * wide, its three F-wide hidden tensors (two under selective; the outputs
+ * the combine sends back are a buffer the blocks share,
+ * plait_cost_moe_scratch_bytes),
  * float32, or bf16 where plait_cost_experts_bf16; in host memory the block's 72-byte head and the E int32 row
  * counts, as held_alloc allocates them; the rows' gradients are in the
  * backward's scratch, plait_cost_moe_scratch_bytes, but under a split
@@ -196,8 +198,9 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
- * this tp rank's width F/tp (at ep > 1 none: the holders keep them,
- * plait_cost_held_bytes), the shared experts'; under selective without
+ * this tp rank's width F/tp (at ep > 1 the outputs alone: the holders keep
+ * the hidden tensors, plait_cost_held_bytes, and the inputs the dispatch
+ * sends are a buffer the blocks share), the shared experts'; under selective without
  * the activation function's outputs; the rows and hidden tensors bf16
  * where plait_cost_experts_bf16, with the shared experts' bf16 input),
  * and the backward's
@@ -205,10 +208,11 @@ double plait_cost_sparse_unkept_bytes(const plait_cost_shape *s);
  * source's gradients of the rank's experts: the Llama family's 3·F·C
  * floats an expert, the GPT's 2·F·C + F + C, and the held rows' output
  * and input gradients, 2·C floats a row of B·T·k (bf16 where the experts
- * run bf16); under bf16 activations with the sparse halves' float32 norm
- * output and its gradient, model/moe_bf16.c, and where the llama arch's
- * experts run bf16 N·k·C floats for their gate's and up's input
- * gradients); 0 for a dense model. */
+ * run bf16, and the rows the dispatch sends and those the held experts
+ * send back, B·T·k rows of C each; under bf16 activations with the sparse
+ * halves' float32 norm output and its gradient, model/moe_bf16.c, and
+ * where the llama arch's experts run bf16 N·k·C floats for their gate's
+ * and up's input gradients); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 /* Bytes one sparse block's slot keeps between the halves of a split
  * backward whatever [model] recompute drops (model/moe.c's kept_carve):

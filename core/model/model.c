@@ -424,6 +424,8 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->moe_scratch);
     plait_device_free(m->moe_rc);
     plait_device_free(m->moe_held_act);
+    plait_device_free(m->moe_send_x);
+    plait_device_free(m->moe_held_y);
     plait_device_free(m->moe_held_grads);
     plait_device_free(m->moe_bf16_mem);
     plait_device_free(m->moe_bf16_dmem);

@@ -398,6 +398,12 @@ struct plait_model {
      * selective moe_rc holds the routed and shared experts' at ep 1 */
     float *moe_held_act;
     size_t moe_held_act_floats;
+    /* at ep > 1: the rows this rank's routes send in the dispatch [N·k,C]
+     * and the rows its experts send back in the combine [rows,C] (bf16
+     * where the experts run bf16), each one device buffer every block
+     * shares, dead once its trade has completed (moe_ep.c) */
+    float *moe_send_x, *moe_held_y;
+    size_t moe_send_x_floats, moe_held_y_floats;
     /* at ep > 1: the held rows' output and input gradients, [rows,C] each,
      * one device buffer every block's backward shares (moe_ep.c's plait_moe_ep_backward),
      * grown to the largest block's rows */

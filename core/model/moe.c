@@ -98,8 +98,9 @@ static size_t act_floats(const moe_dims *d, int ep) {
 /* Floats of one block's moe_acts (ints take a float's room); carved from
  * `base` into *a unless base is NULL. At ep > 1 the routed experts'
  * hidden tensors (h, u, a) stay NULL: the ranks holding the experts keep
- * those of the rows they ran (moe_ep.c), and this rank's rows x and y
- * are what the dispatch sends and the combine brings back. */
+ * those of the rows they ran (moe_ep.c); of this rank's rows the block
+ * keeps y, what the combine brings back (the gates' gradients read it),
+ * and x, what the dispatch sends, is a buffer every block shares. */
 static size_t acts_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     const int64_t N = d->N, Nk = d->N * d->k, E = d->E;
     size_t at = 0;
@@ -122,7 +123,7 @@ static size_t acts_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
     TAKE(a->gate, float, Nk);
     TAKE(a->row, int32_t, Nk);
     TAKE(a->tok, int32_t, Nk);
-    TAKE_ROWS(a->x, Nk * d->C);
+    if (ep == 1) TAKE_ROWS(a->x, Nk * d->C); /* at ep > 1 the dispatch's buffer (moe_ep.c) */
     TAKE_ROWS(a->y, Nk * d->C);
     const int llama = d->nt == MOE_LLAMA_TENSORS; /* under d->sel the activation's output is shared */
     const int gu = llama && d->bf;                /* gate|up side by side in h, no u */
@@ -334,6 +335,7 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
     const int64_t N = d.N, C = d.C, k = d.k;
     const double cf = m->desc->moe.capacity;
     const int64_t cap = cf > 0 ? (int64_t)ceil(cf * (double)(N * k) / (double)d.E) : N * k;
+    if (m->ep > 1 && (st = plait_moe_ep_send_rows(m, &d, a)) != PLAIT_OK) return st;
     m->k->matmul_forward(a->logits, ln, t[MOE_ROUTER], NULL, N, C, d.E);
     m->k->moe_route(a->scores, a->lse, a->idx, a->gate, a->logits, t[MOE_BIAS], N, d.E, k, m->desc->moe.sigmoid);
     if (d.bf) m->k->moe_permute_bf16(a->row, a->tok, a->off, a->routed, MOE_BF(a->x), a->idx, ln, N, d.E, k, C, cap);

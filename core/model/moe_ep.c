@@ -38,14 +38,17 @@
  * (cnt[q·El + le] of them), in the order q permuted them. The device
  * block keeps its size from forward to forward and grows only when a
  * forward holds more rows, so a step does not allocate (and, on a GPU,
- * synchronise) once per block. */
+ * synchronise) once per block. The outputs are not kept: the combine
+ * sends them back, and the backward reads none of them (the gates'
+ * gradients read the source's copy), so they live in one buffer every
+ * block shares. */
 typedef struct moe_held {
     size_t bytes;      /* host and device, counted in the slot's moe_held_bytes */
     int64_t rows, cap; /* rows held now; rows the device block has room for */
     int32_t *cnt;      /* [ep·El] host memory */
-    /* in the slot's moe_held_dev block (bf16 where moe_dims.bf, as moe_acts'): */
-    float *x, *y;     /* [rows,C] inputs, outputs */
-    float *h, *u, *a; /* [rows,F] as moe_acts' */
+    /* bf16 where moe_dims.bf, as moe_acts': */
+    float *x, *y;     /* [rows,C] inputs (the slot's moe_held_dev block), outputs (m->moe_held_y) */
+    float *h, *u, *a; /* [rows,F] as moe_acts' (the block) */
 } moe_held;
 /* the planner counts a block's head as 72 bytes (cost/activations.c,
  * plait_cost_held_bytes) */
@@ -161,6 +164,14 @@ static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
     return PLAIT_OK;
 }
 
+plait_status plait_moe_ep_send_rows(plait_model *m, const moe_dims *d, moe_acts *a) {
+    const size_t n = (size_t)(d->N * d->k * d->C);
+    plait_status st = shared_grow(m, &m->moe_send_x, &m->moe_send_x_floats, d->bf ? n / 2 : n,
+                                  "the rows the experts' dispatch sends");
+    if (st == PLAIT_OK) a->x = m->moe_send_x;
+    return st;
+}
+
 /* Block `layer`'s held rows freed, host and device (none: nothing to do). */
 void plait_moe_held_drop(plait_model *m, model_slot *s, int32_t layer) {
     moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
@@ -173,11 +184,12 @@ void plait_moe_held_drop(plait_model *m, model_slot *s, int32_t layer) {
     s->moe_held_dev[layer - 1] = NULL;
 }
 
-/* Floats a held row takes in the slot's device block: x, y and h, u, a
+/* Floats a held row takes in the slot's device block: x and h, u, a
  * (d->sel: held_act), then under a split backward the output gradients
  * its products' weight halves read (held_kept). */
+static int64_t held_acts(const moe_dims *d) { return d->C + (d->sel ? 2 : 3) * d->F; }
 static int64_t held_width(const moe_dims *d) {
-    const int64_t acts = 2 * d->C + (d->sel ? 2 : 3) * d->F;
+    const int64_t acts = held_acts(d);
     return acts + (d->split ? d->C + (d->nt == MOE_LLAMA_TENSORS ? 2 : 1) * d->F : 0);
 }
 
@@ -192,7 +204,7 @@ typedef struct held_kept {
 } held_kept;
 
 static held_kept held_kept_of(const moe_dims *d, const moe_held *h) {
-    float *at = plait_moe_at(d, h->x, h->rows * (2 * d->C + (d->sel ? 2 : 3) * d->F)); /* x: the block's start */
+    float *at = plait_moe_at(d, h->x, h->rows * held_acts(d)); /* x: the block's start */
     held_kept k = {.dy = at, .d2 = plait_moe_at(d, at, h->rows * d->C)};
     k.d3 = d->nt == MOE_LLAMA_TENSORS && !d->bf ? k.d2 + h->rows * d->F : NULL;
     return k;
@@ -224,7 +236,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         s->moe_held_bytes += h->bytes;
         m->act_bytes += h->bytes;
     }
-    /* x, y and h, u, a (d->sel: held_act), under a split backward the kept
+    /* x and h, u, a (d->sel: held_act), under a split backward the kept
      * output gradients too (held_kept_of); bf16 where d->bf,
      * the llama arch's h and u one [rows,2F] gate|up */
     const int64_t width = held_width(d) / (d->bf ? 2 : 1);
@@ -243,10 +255,14 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         s->moe_held_bytes += bytes - had;
         m->act_bytes += bytes - had;
     }
+    const size_t ny = (size_t)(rows * d->C);
+    plait_status st = shared_grow(m, &m->moe_held_y, &m->moe_held_y_floats, d->bf ? ny / 2 : ny,
+                                  "the rows the experts send back");
+    if (st != PLAIT_OK) return st;
     h->rows = rows;
     h->x = *dev;
-    h->y = plait_moe_at(d, h->x, rows * d->C);
-    h->h = plait_moe_at(d, h->y, rows * d->C);
+    h->y = m->moe_held_y;
+    h->h = plait_moe_at(d, h->x, rows * d->C);
     h->u = plait_moe_at(d, h->h, rows * d->F);
     h->a = plait_moe_at(d, h->u, rows * d->F);
     *out = h;

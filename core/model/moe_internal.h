@@ -192,6 +192,10 @@ void plait_moe_shared_forward(plait_model *m, const moe_dims *d, int32_t layer, 
 
 /* Floats of the gradients of one rank's E/ep experts. */
 int64_t plait_moe_ep_grad_floats(const plait_model *m, const moe_dims *d);
+/* At ep > 1, a->x: the rows the dispatch sends, in the device buffer
+ * every sparse block shares (grown to N·k rows when smaller), written by
+ * the permutation and dead once the dispatch has completed. */
+plait_status plait_moe_ep_send_rows(plait_model *m, const moe_dims *d, moe_acts *a);
 /* The forward's experts at ep > 1: dispatch, each (source, local expert)
  * product, combine into a->y; the shared experts' forward of `ln` while
  * the dispatch travels. Keeps the rows it ran in the slot's moe_held. */
