@@ -67,6 +67,44 @@ static double pool_peak(const plait_plan *plan, int32_t pp, const int8_t *need) 
     return (double)peak;
 }
 
+/* The slots the stage's plan allocates, by chunk (at most 64): chunks
+ * whose layers are alike one for one (the embedding, the head, a sparse
+ * and a dense block each its own kind: model/model_slots.c's
+ * plait_model_layers_alike) share theirs, so the first chunk of each such
+ * class gets the most micro-batches the class keeps alive at once over
+ * the plan's instructions (at least 1), the others 0. */
+static void chunk_slots(const plait_plan *plan, int32_t stage, int nl, int L, int chunks, const int *sparse_of,
+                        int *peak) {
+    int first[64], count[64], class_of[64], live[64] = {0};
+    for (int c = 0; c < chunks && c < 64; c++) {
+        first[c] = -1, count[c] = 0, class_of[c] = c, peak[c] = 0;
+        for (int l = 0; l < nl; l++)
+            if ((!plan->layer_stage || plan->layer_stage[l] == stage) &&
+                (!plan->layer_chunk || plan->layer_chunk[l] == c)) {
+                if (first[c] < 0) first[c] = l;
+                count[c]++;
+            }
+    }
+#define KIND(l) ((l) == 0 ? 0 : (l) == L + 1 ? 1 : (l) < 4096 && sparse_of[l] ? 2 : 3)
+    for (int c = 0; c < chunks && c < 64; c++)
+        for (int o = 0; o < c && class_of[c] == c; o++) {
+            int same = first[c] >= 0 && first[o] >= 0 && count[c] == count[o];
+            for (int i = 0; same && i < count[c]; i++) same = KIND(first[c] + i) == KIND(first[o] + i);
+            if (same) class_of[c] = o;
+        }
+#undef KIND
+    for (size_t i = 0; i < plan->n_instr; i++) {
+        const plait_instr *in = &plan->schedule[i];
+        if (in->chunk >= chunks || in->chunk >= 64) continue;
+        const int k = class_of[in->chunk];
+        if (in->op == PLAIT_INSTR_FORWARD && ++live[k] > peak[k]) peak[k] = live[k];
+        /* a split backward holds the slot until its weight half */
+        if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live[k]--;
+    }
+    for (int c = 0; c < chunks && c < 64; c++)
+        if (class_of[c] == c && peak[c] < 1) peak[c] = 1;
+}
+
 static double shard_numel(const plait_plan *plan, const plait_param *g, int32_t gi) {
     plait_param p = *g;
     if (plait_param_apply_shard(&p, &plan->shards[gi]) != PLAIT_OK) return (double)g->numel;
@@ -176,6 +214,11 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
      * sends its input gradient (pool_peak) */
     int8_t need[64];
     memset(need, 0, sizeof need);
+    /* the slots of chunks of alike layers are shared (train/step_pipeline.c's
+     * plait_step_slot): a class's first chunk counts the most micro-batches
+     * its chunks keep alive at once, the others none */
+    int class_peak[64];
+    chunk_slots(plan, stage, nl, L, out->chunks, sparse_of, class_peak);
     for (int c = 0; c < out->chunks; c++) {
         int first = -1, last = -1, sparse = 0;
         for (int l = 0; l < nl; l++)
@@ -187,15 +230,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         if (first < 0) continue;
         if (c < 64)
             need[c] = (int8_t)((first == last && (first == 0 || first == L + 1) ? 1 : 2) * (first > 0 ? -1 : 1));
-        int live = 0, peak = 0;
-        for (size_t i = 0; i < plan->n_instr; i++) {
-            const plait_instr *in = &plan->schedule[i];
-            if (in->chunk != c) continue;
-            if (in->op == PLAIT_INSTR_FORWARD && ++live > peak) peak = live;
-            /* a split backward holds the slot until its weight half */
-            if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live--;
-        }
-        if (peak < 1) peak = 1;
+        const int peak = c < 64 ? class_peak[c] : 1;
         /* recompute = full: a sparse block's routing and experts' rows
          * live only from its rerun to its backward, in one set (below);
          * a split backward keeps the held rows to its weight half (counted

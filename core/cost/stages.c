@@ -321,12 +321,15 @@ static int64_t orders(const char *schedule, int p, int stage, int m, int v, grou
     return warmup > *total ? *total : warmup;
 }
 
-/* Micro-batches each chunk of stage `stage` keeps alive at its peak, summed
- * over the chunks: the model allocates that many slots of each chunk
- * (model/model_slots.c). Warm-up forwards, then one forward and one backward in
- * turn, then the last backwards, as the schedules' instruction lists run;
- * zb1 holds a slot until the weight half, min(p, m) of them. */
-static double live_slots(const char *schedule, int p, int stage, int m, int v, double *per_chunk) {
+/* The slots stage `stage` allocates, by chunk: the chunks of alike layers
+ * (class_of[c], the first chunk alike to chunk c) share theirs
+ * (train/step_pipeline.c's plait_step_slot), so a class's first chunk
+ * gets the most micro-batches its chunks keep alive at once and the
+ * others none; summed over the chunks. Warm-up forwards, then one forward
+ * and one backward in turn, then the last backwards, as the schedules'
+ * instruction lists run; zb1 holds a slot until the weight half, min(p, m)
+ * of them. */
+static double live_slots(const char *schedule, int p, int stage, int m, int v, const int *class_of, double *per_chunk) {
     for (int c = 0; c < v; c++) per_chunk[c] = 0;
     if (p <= 1) {
         per_chunk[0] = 1;
@@ -341,9 +344,9 @@ static double live_slots(const char *schedule, int p, int stage, int m, int v, d
     double live[64] = {0};
     int64_t f = 0, b = 0;
     for (; f < total; f++) {
-        int c = chunk_at(&g, v, 0, f);
-        if (++live[c] > per_chunk[c]) per_chunk[c] = live[c];
-        if (f >= warmup) live[chunk_at(&g, v, 1, b++)]--;
+        int k = class_of[chunk_at(&g, v, 0, f)];
+        if (++live[k] > per_chunk[k]) per_chunk[k] = live[k];
+        if (f >= warmup) live[class_of[chunk_at(&g, v, 1, b++)]]--;
     }
     double sum = 0;
     for (int c = 0; c < v; c++) sum += per_chunk[c];
@@ -394,7 +397,34 @@ static double pool_peak(const char *schedule, int p, int stage, int m, int v, in
     return (double)peak;
 }
 
-/* live_slots and pool_peak of every stage of (schedule, p, v, m), cached. */
+/* The kind of layer ly of the model (0..n_layers-1): the embedding, the
+ * head, a sparse block or a dense one, as model/model_slots.c's
+ * plait_model_layers_alike tells them apart. */
+static int layer_kind(const plait_cost_model *model, int ly) {
+    if (ly == 0) return 0;
+    if (ly == model->n_layers - 1) return 1;
+    return model->expert_numel[ly] > 0 ? 2 : 3;
+}
+
+/* class_of[c] for stage st's v chunks of partition b (p x v chunks): the
+ * first chunk c' <= c whose layers are alike to c's. */
+static void chunk_classes(const plait_cost_model *model, const int32_t *b, int p, int v, int st, int *class_of) {
+    for (int c = 0; c < v; c++) {
+        const int k = c * p + st;
+        class_of[c] = c;
+        for (int o = 0; o < c && class_of[c] == c; o++) {
+            const int j = o * p + st;
+            int same = b[k + 1] - b[k] == b[j + 1] - b[j];
+            for (int i = 0; same && i < b[k + 1] - b[k]; i++)
+                same = layer_kind(model, b[k] + i) == layer_kind(model, b[j] + i);
+            if (same) class_of[c] = o;
+        }
+    }
+}
+
+/* live_slots and pool_peak of every stage of (schedule, p, v, m), cached
+ * (the chunks' layers, and so their classes, follow from p x v: the
+ * model's partition). */
 static const struct live_entry *live_of(plait_cost_model *model, const char *schedule, int p, int v, int m, int alone) {
     for (int i = 0; i < model->n_live; i++) {
         struct live_entry *e = &model->live[i];
@@ -406,8 +436,13 @@ static const struct live_entry *live_of(plait_cost_model *model, const char *sch
         free(pool);
         return NULL;
     }
+    const int32_t *b = partition(model, p * v);
+    int class_of[64];
     for (int st = 0; st < p; st++) {
-        live_slots(schedule, p, st, m, v, slots + (size_t)st * v);
+        if (b && v <= 64) chunk_classes(model, b, p, v, st, class_of);
+        else
+            for (int c = 0; c < v && c < 64; c++) class_of[c] = c;
+        live_slots(schedule, p, st, m, v, class_of, slots + (size_t)st * v);
         pool[st] = pool_peak(schedule, p, st, m, v, alone);
     }
     struct live_entry *e;

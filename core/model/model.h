@@ -176,12 +176,21 @@ void plait_model_free(plait_model *m);
 
 /* Restrict activation slot `slot` to global layers first..last (a model
  * chunk under an interleaved schedule), so it allocates only what those
- * layers save (and the boundary buffers around them). Must come before the
- * slot's first use; a slot already laid out for another range is refused
- * (PLAIT_ERR_INVALID_ARG), the same range is a no-op. Forward/backward of a
- * layer outside the slot's range fail. Slots never restricted hold every
- * local layer. */
+ * layers save (and the boundary buffers around them). Before the slot's
+ * first use it sets the range; after it, a slot laid out for another
+ * range moves to this one in the memory it holds where the two ranges are
+ * alike (plait_model_layers_alike), what it held dead: the caller's
+ * promise that no micro-batch still needs it (the slot released by the
+ * step); any other range is refused (PLAIT_ERR_INVALID_ARG), the same
+ * range is a no-op. Forward/backward of a layer outside the slot's range
+ * fail. Slots never restricted hold every local layer. */
 plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last);
+
+/* 1 when global layers a_first..a_last and b_first..b_last have the same
+ * shapes one for one (as many; the embedding, the head, a dense block and
+ * a sparse block each alike only to its own kind), so that what a slot
+ * keeps for one range it keeps in the same bytes for the other; else 0. */
+int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_last, int32_t b_first, int32_t b_last);
 
 /* Context parallelism: keep, in place, cp rank cp_rank's two chunks (cp_rank
  * and 2cp-1-cp_rank of 2cp) of each of the B rows of `seq` [B, T_local·cp]

@@ -231,6 +231,7 @@ typedef struct model_slot {
     void **moe_held;
     float **moe_held_dev;
     size_t moe_held_bytes; /* their sum, counted in the model's act_bytes */
+    int32_t moe_first;     /* the range's first layer when moe was carved (a slot moves: model_slots.c) */
 } model_slot;
 
 struct plait_model {

@@ -17,12 +17,54 @@
 
 static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
 
+static size_t slot_carve(plait_model *m, model_slot *s, float *base);
+
+static int layer_kind(const plait_model *m, int32_t l) {
+    if (l == 0) return 0;
+    if (l > m->desc->n_layer) return 1;
+    return desc_block_sparse(m->desc, l - 1) ? 2 : 3;
+}
+
+int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_last, int32_t b_first, int32_t b_last) {
+    if (a_last - a_first != b_last - b_first) return 0;
+    for (int32_t i = 0; i <= a_last - a_first; i++)
+        if (layer_kind(m, a_first + i) != layer_kind(m, b_first + i)) return 0;
+    return 1;
+}
+
+/* An allocated slot laid out again for first..last (alike to its range)
+ * in its own memory: its parts carved afresh, nothing it held kept. A
+ * sparse block's part (moe.c) follows at the slot's next sparse forward,
+ * which finds it carved for another range (moe_first). */
+static plait_status slot_move(plait_model *m, model_slot *s, int32_t first, int32_t last) {
+    if (s->gbuf[0] || s->gbuf[1])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: a slot holding boundary gradients cannot move");
+    m->dres_of = NULL; /* it may point into this slot */
+    if (m->staged_slot >= 0 && &m->slots[m->staged_slot] == s) m->staged_slot = -1;
+    const size_t n = (size_t)m->desc->n_layer + 1;
+    memset(s->bound, 0, n * sizeof *s->bound);
+    memset(s->bound16, 0, n * sizeof *s->bound16);
+    memset(s->blocks, 0, n * sizeof *s->blocks);
+    if (s->wg) memset(s->wg, 0, n * sizeof *s->wg);
+    if (s->weight_due) memset(s->weight_due, 0, (size_t)m->n_layers);
+    s->has_tokens = s->has_targets = s->has_loss = s->has_logits = s->has_dlogits = 0;
+    s->first = first;
+    s->last = last;
+    if (slot_carve(m, s, NULL) * sizeof(float) != s->mem_bytes)
+        return plait_set_error(PLAIT_ERR_INTERNAL, "model: layers %d..%d do not fit the slot laid out before",
+                               (int)first, (int)last);
+    slot_carve(m, s, s->mem);
+    return PLAIT_OK;
+}
+
 plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last) {
     if (slot < 0 || slot >= m->max_slots || first < 0 || last >= m->n_layers || first > last)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: slot %d cannot hold layers %d..%d (%d slots, %d layers)",
                                (int)slot, (int)first, (int)last, (int)m->max_slots, (int)m->n_layers);
     model_slot *s = &m->slots[slot];
     if (s->ranged && s->first == first && s->last == last) return PLAIT_OK;
+    if (s->allocated && s->ranged && plait_model_layers_alike(m, s->first, s->last, first, last))
+        return slot_move(m, s, first, last);
     if (s->allocated)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: slot %d is already laid out for layers %d..%d; it cannot change to %d..%d",

@@ -184,17 +184,70 @@ static size_t kept_carve(const moe_dims *d, int ep, float *base, moe_acts *a) {
  * experts (plait_moe_rerun) into one block's buffers all share. */
 static int keeps_none(const plait_model *m) { return m->desc->recompute == PLAIT_RECOMPUTE_FULL; }
 
+/* The slot's sparse blocks' moe_acts carved from its moe_mem (or, under
+ * keeps_none, m->moe_rc), for the layers of its range. */
+static void slot_acts_carve(plait_model *m, model_slot *s, const moe_dims *dp, size_t per, size_t kept, size_t n) {
+    const moe_dims d = *dp;
+    const int32_t L = m->desc->n_layer;
+    const size_t E1 = (size_t)d.E + 1;
+    const int shared = keeps_none(m);
+    size_t at = 0, kat = shared ? 0 : n * per;
+    for (int32_t l = 0; l < L; l++)
+        if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
+            moe_acts *x = &s->moe[l];
+            at += acts_carve(&d, m->ep, shared ? m->moe_rc : s->moe_mem + at, x);
+            if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
+            x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+            /* the routed experts' (at ep 1), then the shared */
+            float *routed = d.sel && m->ep == 1 ? m->moe_rc : NULL;
+            float *act = d.sel && m->moe_rc ? plait_moe_at(&d, m->moe_rc, routed ? d.N * d.k * d.F : 0) : NULL;
+            if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = routed, x->sa = d.SF > 0 ? act : NULL;
+            else if (d.sel) x->u = routed, x->su = d.SF > 0 ? act : NULL;
+        }
+    s->moe_first = s->first;
+}
+
+/* A slot moved to another range of alike layers (model_slots.c): its
+ * sparse blocks' parts carved afresh in the same memory, and the held
+ * rows' blocks (moe_ep.c) handed from each layer of the old range to the
+ * one in its place in the new, so that their memory is reused. */
+static void slot_acts_moved(plait_model *m, model_slot *s, const moe_dims *d, size_t per, size_t kept, size_t n) {
+    const int32_t L = m->desc->n_layer, shift = s->first - s->moe_first;
+    if (s->moe_held && shift != 0) {
+        void **held = calloc((size_t)L, sizeof *held);
+        float **dev = calloc((size_t)L, sizeof *dev);
+        if (held && dev) {
+            for (int32_t l = 0; l < L; l++)
+                if (s->moe_held[l] && l + shift >= 0 && l + shift < L) {
+                    held[l + shift] = s->moe_held[l], dev[l + shift] = s->moe_held_dev[l];
+                    s->moe_held[l] = NULL, s->moe_held_dev[l] = NULL;
+                }
+            for (int32_t l = 0; l < L; l++) /* any left outside the new range: freed */
+                if (s->moe_held[l]) plait_moe_held_drop(m, s, l + 1);
+            memcpy(s->moe_held, held, (size_t)L * sizeof *held);
+            memcpy(s->moe_held_dev, dev, (size_t)L * sizeof *dev);
+        } else { /* no room to hand them on: freed, allocated again by the forward */
+            for (int32_t l = 0; l < L; l++) plait_moe_held_drop(m, s, l + 1);
+        }
+        free(held);
+        free(dev);
+    }
+    memset(s->moe, 0, (size_t)L * sizeof *s->moe);
+    slot_acts_carve(m, s, d, per, kept, n);
+}
+
 /* The slot's moe_acts for every sparse block it holds, allocated at its
  * first sparse forward (device memory), with each block's host copy of
  * its offsets in the same host block as the moe_acts array; under
  * keeps_none every block's point at the model's one set (m->moe_rc). */
 static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_acts **out) {
     const int32_t L = m->desc->n_layer;
+    const moe_dims d = plait_moe_dims(m);
+    const size_t per = acts_carve(&d, m->ep, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
+    size_t n = 0;
+    for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
+    if (s->moe && s->moe_first != s->first) slot_acts_moved(m, s, &d, per, kept, n);
     if (!s->moe) {
-        const moe_dims d = plait_moe_dims(m);
-        const size_t per = acts_carve(&d, m->ep, NULL, NULL), kept = d.split ? kept_carve(&d, m->ep, NULL, NULL) : 0;
-        size_t n = 0;
-        for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
         const int shared = keeps_none(m);
         const size_t rc = shared ? per : d.sel ? act_floats(&d, m->ep) : 0;
@@ -211,19 +264,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
             return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the experts' activations");
         }
         m->act_bytes += s->moe_bytes;
-        size_t at = 0, kat = shared ? 0 : n * per;
-        for (int32_t l = 0; l < L; l++)
-            if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
-                moe_acts *x = &s->moe[l];
-                at += acts_carve(&d, m->ep, shared ? m->moe_rc : s->moe_mem + at, x);
-                if (kept) kat += kept_carve(&d, m->ep, s->moe_mem + kat, x);
-                x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
-                /* the routed experts' (at ep 1), then the shared */
-                float *routed = d.sel && m->ep == 1 ? m->moe_rc : NULL;
-                float *act = d.sel && m->moe_rc ? plait_moe_at(&d, m->moe_rc, routed ? d.N * d.k * d.F : 0) : NULL;
-                if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = routed, x->sa = d.SF > 0 ? act : NULL;
-                else if (d.sel) x->u = routed, x->su = d.SF > 0 ? act : NULL;
-            }
+        slot_acts_carve(m, s, &d, per, kept, n);
     }
     *out = &s->moe[layer - 1];
     return PLAIT_OK;

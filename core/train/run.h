@@ -96,6 +96,7 @@ typedef struct plait_step_exec {
     int32_t *slot_of;         /* [chunks * micro_batches] activation slot, -1 = none */
     int32_t n_slots_used;
     uint8_t *slot_busy;
+    int32_t *slot_chunk; /* [max_slots] the chunk a slot was last laid out for, -1 = none yet */
     int32_t max_slots;
     int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
     int64_t n_micro_batches;  /* of a step over all ranks (plait_batch_micro_batches) */

@@ -612,6 +612,8 @@ plait_status plait_step_exec_open(plait_run *run) {
     size_t bt = (size_t)run->work.batch.micro_batch * (size_t)run->model.block_size;
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
     e->slot_busy = calloc((size_t)e->max_slots, 1);
+    e->slot_chunk = malloc(sizeof(int32_t) * (size_t)e->max_slots);
+    for (int32_t s = 0; e->slot_chunk && s < e->max_slots; s++) e->slot_chunk[s] = -1;
     e->send_window = plait_step_send_window(&run->work.plan, run->world.mesh.pp);
     e->sends = calloc((size_t)e->send_window * 2, sizeof *e->sends);
     e->pp_wire = calloc((size_t)e->send_window * 2 + 1, sizeof(plait_bf16 *));
@@ -620,8 +622,8 @@ plait_status plait_step_exec_open(plait_run *run) {
     e->targets = malloc(bt * sizeof(int32_t));
     e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)(e->n_micro_batches + 1), "activations");
     e->read_host = malloc(sizeof(double) * (size_t)(e->n_micro_batches + 1));
-    if (!e->slot_of || !e->slot_busy || !e->sends || !e->pp_wire || !e->step_sums || !e->tokens || !e->targets ||
-        !e->mb_loss_dev || !e->read_host)
+    if (!e->slot_of || !e->slot_busy || !e->slot_chunk || !e->sends || !e->pp_wire || !e->step_sums || !e->tokens ||
+        !e->targets || !e->mb_loss_dev || !e->read_host)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
     e->stage_times = e->step_sums + e->n_micro_batches;
@@ -632,6 +634,7 @@ void plait_step_exec_close(plait_step_exec *e) {
     plait_step_links_close(e);
     free(e->slot_of);
     free(e->slot_busy);
+    free(e->slot_chunk);
     free(e->sends);
     for (int32_t i = 0; e->pp_wire && i < e->send_window * 2 + 1; i++) plait_device_free(e->pp_wire[i]);
     free(e->pp_wire);

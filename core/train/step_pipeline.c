@@ -82,11 +82,20 @@ int32_t plait_step_send_window(const plait_plan *plan, int32_t pp) {
     return first_backward < last_forward ? pp + 1 : plan->chunks * plan->micro_batches;
 }
 
-/* Chunk c owns slots [c*m, (c+1)*m), laid out for its layers only (an
- * interleaved stage's chunks do not each pay for the other's activations);
- * m per chunk suffice: each (chunk, mb) takes a slot once per step. No send
- * reads a slot's own memory (what crosses a stage lives in the model's
- * boundary pool), so a free slot is free to take. */
+/* A slot is laid out for one chunk's layers (an interleaved stage's
+ * chunks do not each pay for the others' activations), and the chunks of
+ * a stage whose layers are alike (plait_model_layers_alike: a block each,
+ * say) share their slots: a micro-batch takes a free slot laid out for its
+ * chunk, else one laid out for an alike chunk, which moves to its layers
+ * in the memory it holds, else one never used. So the slots a stage
+ * allocates for alike chunks are the most of their micro-batches alive at
+ * once, not each chunk's most summed (the planner counts the same,
+ * cost/stages.c's live_slots, cost/rank_cost.c), as an allocator that
+ * hands a chunk's freed activations to any other (PyTorch's, under
+ * Megatron-LM) keeps them. chunks x m slots suffice: each (chunk, mb)
+ * takes one once per step. No send reads a slot's own memory (what
+ * crosses a stage lives in the model's boundary pool), so a free slot is
+ * free to take. */
 plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
     int32_t m = run->work.plan.micro_batches;
     int32_t key = chunk * m + mb;
@@ -94,18 +103,30 @@ plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t 
         *slot = run->exec.slot_of[key];
         return PLAIT_OK;
     }
-    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->exec.max_slots; s++) {
+    const int32_t first = run->work.first_layer[chunk], last = run->work.last_layer[chunk];
+    int32_t pick = -1, best = 3; /* 0: laid out for this chunk, 1: for an alike one, 2: never used */
+    for (int32_t s = 0; s < run->exec.max_slots && best > 0; s++) {
+        const int32_t c = run->exec.slot_chunk[s];
         if (run->exec.slot_busy[s]) continue;
-        plait_status st = plait_model_slot_layers(run->model.instance, s, run->work.first_layer[chunk],
-                                                  run->work.last_layer[chunk]);
-        if (st != PLAIT_OK) return st;
-        run->exec.slot_busy[s] = 1;
-        run->exec.slot_of[key] = s;
-        if (s + 1 > run->exec.n_slots_used) run->exec.n_slots_used = s + 1;
-        *slot = s;
-        return PLAIT_OK;
+        int rank = c == chunk ? 0
+                   : c < 0    ? 2
+                   : plait_model_layers_alike(run->model.instance, run->work.first_layer[c], run->work.last_layer[c],
+                                              first, last)
+                       ? 1
+                       : 3;
+        if (rank < best) best = rank, pick = s;
     }
-    return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight", run->exec.max_slots);
+    if (pick < 0)
+        return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight",
+                               run->exec.max_slots);
+    plait_status st = plait_model_slot_layers(run->model.instance, pick, first, last);
+    if (st != PLAIT_OK) return st;
+    run->exec.slot_chunk[pick] = chunk;
+    run->exec.slot_busy[pick] = 1;
+    run->exec.slot_of[key] = pick;
+    if (pick + 1 > run->exec.n_slots_used) run->exec.n_slots_used = pick + 1;
+    *slot = pick;
+    return PLAIT_OK;
 }
 
 void plait_step_release_slot(plait_run *run, int32_t chunk, int32_t mb) {

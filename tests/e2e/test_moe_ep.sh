@@ -6,7 +6,8 @@
 # dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
 # dp 2 x pp 2 at ep 2 under zb1 (the sparse blocks' backward in two halves,
 # the holders keeping the rows' output gradients to the weight half) gives
-# 1f1b's bits with and without full recomputation;
+# 1f1b's bits with and without full recomputation, and so does the
+# interleaved schedule over 4 chunks a stage;
 # with two micro-batches a rank, ep 2 and 4 within 1e-6; ZeRO-1, 2 and 3 at ep 2 as at
 # ep 1 and as adam; a checkpoint of ep 1 resumes at ep 2 and one of ep 2 at
 # ep 1, gathered or sharded, each as the straight run; config check
@@ -64,6 +65,15 @@ for r in none full; do
   same_losses "pp_1f1b_$r" "pp_zb1_$r" 0
   same_params "pp_1f1b_$r" "pp_zb1_$r" bits
 done
+# interleaved, 4 chunks a stage of a sparse block each (6 blocks): the
+# block chunks share their slots, a slot moving to another chunk's block
+# with its experts' parts carved afresh and its held rows handed on;
+# 1f1b's bits
+I="${Z1/model.n_layer=4/model.n_layer=6}"
+train pp_1f1b_6 $I
+train pp_il4_6 $I parallel.pp.schedule=interleaved parallel.pp.virtual_stages=4
+same_losses pp_1f1b_6 pp_il4_6 0
+same_params pp_1f1b_6 pp_il4_6 bits
 # two micro-batches a rank (accumulation_steps 2) at dp 4: the holder
 # sums each micro-batch's sources before the micro-batches, ep 1 each
 # rank's micro-batches before the ranks, so the experts' gradients round

@@ -30,6 +30,10 @@ grep -q "explicit partition of layers 0,1-3" "$E2E_WORK/pp2_stages.out" || fail 
 train ref6 $D model.n_layer=6
 train pp4_il6 $D model.n_layer=6 parallel.pp=4 parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2
 same_losses ref6 pp4_il6 0; same_params ref6 pp4_il6 bits
+# 4 chunks a stage, a layer each: the block chunks share their slots (a
+# slot moves from one chunk's layers to another's)
+train pp2_il4_6 $D model.n_layer=6 parallel.pp=2 parallel.pp.schedule=interleaved parallel.pp.virtual_stages=4
+same_losses ref6 pp2_il4_6 0; same_params ref6 pp2_il4_6 bits
 
 # m < pp: 2 micro-batches of 4 sequences, and 1 of 8, over 4 stages
 train ref_m2 $H run.deterministic=true data.micro_batch=4

@@ -73,7 +73,7 @@ static int teardown(void **state) {
 
 typedef struct layout {
     const char *name;
-    const char *over[10]; /* NULL-terminated; the run takes the first 8 */
+    const char *over[12]; /* NULL-terminated; the run takes the first 10 */
     int emu;             /* needs the cuda_emu device */
     int bf16;            /* the model stores bf16 activations */
     int states_only;     /* parameters, gradients and optimizer state compared, not the activations */
@@ -188,6 +188,15 @@ static const layout layouts[] = {
     {"cpu moe dp2 ep2 pp2 zb1 balanced",
      {"device.plugin=cpu", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.moe_top_k=2",
       "parallel.pp=2", "parallel.pp.schedule=zb1", NULL},
+     0,
+     0},
+    /* the same interleaved over 4 chunks a stage (6 sparse blocks): the
+     * block chunks share their slots, a moved slot's sparse parts carved
+     * afresh and its held rows handed to the layers it moves to */
+    {"cpu moe dp2 ep2 pp2 interleaved v4 balanced",
+     {"parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.n_layer=6", "parallel.pp=2",
+      "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=4", "data.micro_batch=1", "data.global_batch=16",
+      NULL},
      0,
      0},
     /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of
@@ -356,6 +365,15 @@ static const layout layouts[] = {
       "data.micro_batch=1", "data.global_batch=8", NULL},
      0,
      0},
+    /* 6 blocks, 4 chunks a stage, a layer each: the first stage's three
+     * block chunks (and the second's) share their slots, the embedding's
+     * and the head's chunk their own, so a stage holds the most of its
+     * block chunks' micro-batches alive at once, not each chunk's most */
+    {"cpu gpt pp2 interleaved v4 m8 shared slots",
+     {"device.plugin=cpu", "parallel.pp=2", "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=4",
+      "model.n_layer=6", "data.micro_batch=1", "data.global_batch=8", NULL},
+     0,
+     0},
     {"cuda_emu bf16 pp2 interleaved v2 full",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=interleaved",
       "parallel.pp.virtual_stages=2", "data.micro_batch=1", "model.recompute=full", NULL},
@@ -432,7 +450,7 @@ static int read_memory_csv(const char *out, double rows[][4], int cap) {
 static void check_layout(const layout *l, int *worse) {
     int nover = 0;
     while (l->over[nover]) nover++;
-    if (nover > 8) fail_msg("%s: %d overrides; the run takes 8 (zt_train's arguments)", l->name, nover);
+    if (nover > 10) fail_msg("%s: %d overrides; the run takes 10 (zt_train's arguments)", l->name, nover);
     /* the prediction, as `plait config check` makes it */
     plait_config *cfg = NULL;
     if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
@@ -450,7 +468,8 @@ static void check_layout(const layout *l, int *worse) {
     int k = 0;
     for (int i = 0; i < nover; i++) argv[k++] = l->over[i];
     while (k < 12) argv[k++] = NULL;
-    zt_train(ini, n, out, 120, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], (char *)NULL);
+    zt_train(ini, n, out, 120, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8], argv[9],
+             (char *)NULL);
     char log[4400];
     snprintf(log, sizeof log, "%s.log", out);
     char *text = zt_slurp(log);
