@@ -3,9 +3,11 @@
  * rank would — garbage, inconsistent headers, oversized announcements — and
  * check that only the affected operations fail, with messages naming the
  * peer, and that nothing crashes or overruns. Also: timeouts that leave the
- * request pending, abort, a vanished peer, a peer's last message before
- * its orderly exit, too-short receive buffers, and the reason a rank going
- * down sends (ABORT), mid-chunk and received. */
+ * request pending, abort, a vanished peer, a peer's last messages before
+ * its orderly exit (also one still travelling on a stream when another
+ * stream ends), one stream ending while another stays open, too-short
+ * receive buffers, and the reason a rank going down sends (ABORT),
+ * mid-chunk and received. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -367,15 +369,79 @@ static void test_timeout_leaves_request_pending(void **state) {
 }
 
 static void inject_close(void) {
-    close(g_fds[1]);
-    g_fds[1] = -1;
+    for (int i = STREAMS - 1; i >= 0; i--) {
+        close(g_fds[i]);
+        g_fds[i] = -1;
+    }
 }
 
+/* A process that exits, or dies, closes every stream. */
 static void test_peer_vanishes(void **state) {
     (void)state;
     char buf[16];
     plait_status st = recv_after(inject_close, buf, sizeof buf, NULL);
     assert_int_equal(st, PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection");
+}
+
+/* The end of one stream in the middle of a frame truncates a message that
+ * can never be whole: the peer is lost at once, though its other stream is
+ * open. */
+static void inject_end_mid_frame(void) {
+    tcp_frame f = {TCP_FRAME_MAGIC, TCP_WIRE_VERSION, TCP_FRAME_DATA, 0, 0, 5, 0, 100, 100, 0};
+    assert_int_equal(plait_net_write_all(g_fds[1], &f, sizeof f, plait_clock_now() + 5), 0);
+    assert_int_equal(plait_net_write_all(g_fds[1], "0123456789", 10, plait_clock_now() + 5), 0);
+    close(g_fds[1]);
+    g_fds[1] = -1;
+}
+
+static void test_stream_ends_mid_frame(void **state) {
+    (void)state;
+    char buf[128];
+    assert_int_equal(recv_after(inject_end_mid_frame, buf, sizeof buf, NULL), PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection (stream 1");
+}
+
+/* A reset (not an orderly end) on one stream is the peer's loss at once. */
+static void inject_reset(void) {
+    struct linger lg = {1, 0}; /* close() sends a reset */
+    setsockopt(g_fds[1], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(g_fds[1]);
+    g_fds[1] = -1;
+}
+
+static void test_stream_reset_is_a_loss(void **state) {
+    (void)state;
+    char buf[16];
+    assert_int_equal(recv_after(inject_reset, buf, sizeof buf, NULL), PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "connection to rank 1 (stream 1");
+}
+
+/* A peer that ends one stream in order and keeps the other open is not
+ * lost: a receive it can still satisfy waits as for a live peer, one it
+ * does not satisfy ends at its timeout naming the rank and the stream that
+ * ended, and the end of its last stream is its loss. */
+static void test_one_stream_ended_others_open(void **state) {
+    (void)state;
+    close(g_fds[1]);
+    g_fds[1] = -1;
+    char buf[16] = {0};
+    void *req;
+    plait_buffer b = hb(buf, sizeof buf);
+    assert_int_equal(g_ops->irecv(g_comm, &b, 1, 5, NULL, &req), PLAIT_OK);
+    plait_status st = g_ops->wait(g_comm, req, 0.3, NULL);
+    if (st != PLAIT_ERR_TIMEOUT) fail_msg("status %d, expected a timeout: %s", st, plait_last_error());
+    assert_contains(plait_last_error(), "receive from rank 1");
+    assert_contains(plait_last_error(), "rank 1 closed stream 1");
+    send_frame(0, 0, 5, 0, 6, 0, "alive", 6);
+    size_t n = 0;
+    assert_int_equal(g_ops->wait(g_comm, req, 5, &n), PLAIT_OK);
+    assert_int_equal(n, 6);
+    assert_string_equal(buf, "alive");
+    assert_int_equal(g_ops->irecv(g_comm, &b, 1, 5, NULL, &req), PLAIT_OK);
+    close(g_fds[0]);
+    g_fds[0] = -1;
+    assert_int_equal(g_ops->wait(g_comm, req, 5, NULL), PLAIT_ERR_PEER_LOST);
     assert_contains(plait_last_error(), "rank 1 closed the connection");
 }
 
@@ -444,6 +510,85 @@ static void test_last_message_before_orderly_close(void **state) {
 static void test_last_message_on_the_stream_closed_first(void **state) {
     (void)state;
     last_message_then_exit(1);
+}
+
+/* The message of several MiB that the fake sends last on stream 1, and the
+ * part of it written before stream 0 ends. */
+#define LAST_BIG (4u << 20)
+#define LAST_BIG_HEAD (32u << 10)
+
+static unsigned char g_last_big[LAST_BIG];
+
+/* The rest of the big message on stream 1, then the end of stream 1: what
+ * an exiting rank's kernel still sends after the rank closed its streams.
+ * It gets through only as fast as the plugin reads (small buffers). */
+static void *write_rest_and_close(void *arg) {
+    (void)arg;
+    int fd = g_fds[1];
+    if (plait_net_write_all(fd, g_last_big + LAST_BIG_HEAD, LAST_BIG - LAST_BIG_HEAD, plait_clock_now() + 20) != 0)
+        fprintf(stderr, "fake: writing the rest of the last message failed: %s\n", strerror(errno));
+    close(fd);
+    return NULL;
+}
+
+/* Small socket buffers and messages of several MiB. */
+static int setup_small_buffers(void **state) {
+    g_extra_override[0] = "comm.tcp.rcvbuf=64K";
+    g_extra_override[1] = "comm.tcp.max_message=8M";
+    return setup(state);
+}
+
+/* A rank that finished sends its last message, larger than the socket
+ * buffers hold, on stream 1 and closes every stream, stream 0 first: the
+ * end of stream 0 reaches the receiver while most of the message is still
+ * travelling on stream 1. The receive, posted after that end was seen,
+ * gets every byte; the end of the last stream is the peer's loss. */
+static void test_last_big_message_outlives_the_first_end(void **state) {
+    (void)state;
+    int small = 64 << 10;
+    setsockopt(g_fds[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    for (size_t i = 0; i < LAST_BIG; i++) g_last_big[i] = (unsigned char)(i * 13 + (i >> 16));
+    tcp_frame f = {TCP_FRAME_MAGIC, TCP_WIRE_VERSION, TCP_FRAME_DATA, 0, 0, 8, 0, LAST_BIG, LAST_BIG, 0};
+    assert_int_equal(plait_net_write_all(g_fds[1], &f, sizeof f, plait_clock_now() + 5), 0);
+    assert_int_equal(plait_net_write_all(g_fds[1], g_last_big, LAST_BIG_HEAD, plait_clock_now() + 5), 0);
+    close(g_fds[0]);
+    g_fds[0] = -1;
+    /* wait until the plugin has seen stream 0 end: a receive on another tag
+     * times out saying so (or fails, the peer counted lost) */
+    char other[8];
+    void *oreq, *req;
+    plait_buffer bo = hb(other, sizeof other);
+    assert_int_equal(g_ops->irecv(g_comm, &bo, 1, 9, NULL, &oreq), PLAIT_OK);
+    plait_status st = PLAIT_ERR_TIMEOUT;
+    for (int i = 0; i < 100 && st == PLAIT_ERR_TIMEOUT && !strstr(plait_last_error(), "rank 1 closed stream 0"); i++)
+        st = g_ops->wait(g_comm, oreq, 0.1, NULL);
+    if (st == PLAIT_ERR_TIMEOUT) assert_contains(plait_last_error(), "rank 1 closed stream 0");
+    unsigned char *buf = calloc(1, LAST_BIG);
+    plait_buffer bb = hb(buf, LAST_BIG);
+    st = g_ops->irecv(g_comm, &bb, 1, 8, NULL, &req);
+    if (st != PLAIT_OK) {
+        free(buf);
+        fail_msg("the last message is lost to the end of stream 0: %s", plait_last_error());
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, write_rest_and_close, NULL);
+    size_t n = 0;
+    st = g_ops->wait(g_comm, req, 20, &n);
+    pthread_join(t, NULL);
+    g_fds[1] = -1;
+    if (st != PLAIT_OK) {
+        free(buf);
+        fail_msg("the last message failed: %s", plait_last_error());
+    }
+    assert_int_equal(n, LAST_BIG);
+    int same = memcmp(buf, g_last_big, LAST_BIG) == 0;
+    free(buf);
+    assert_true(same);
+    /* both streams have ended: the peer is lost, the close named */
+    assert_int_equal(g_ops->wait(g_comm, oreq, 5, NULL), PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection");
+    assert_int_equal(g_ops->irecv(g_comm, &bb, 1, 8, NULL, &req), PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 1 closed the connection");
 }
 
 static void send_control(int stream, uint8_t type, uint64_t msg_len, uint64_t a, uint64_t b) {
@@ -687,6 +832,10 @@ int main(void) {
         T(test_unexpected_then_posted),
         T(test_last_message_before_orderly_close),
         T(test_last_message_on_the_stream_closed_first),
+        cmocka_unit_test_setup_teardown(test_last_big_message_outlives_the_first_end, setup_small_buffers, teardown),
+        T(test_one_stream_ended_others_open),
+        T(test_stream_ends_mid_frame),
+        T(test_stream_reset_is_a_loss),
         T(test_unagreed_single_copy_refused),
         T(test_unknown_acknowledgement),
         cmocka_unit_test_setup_teardown(test_abort_mid_chunk_tells_the_peer_why, setup_big_chunks, teardown),

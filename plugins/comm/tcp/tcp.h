@@ -82,6 +82,8 @@ typedef struct tcp_conn {
     uint64_t rx_off;  /* message offset of the next payload byte */
     uint64_t rx_left; /* payload bytes left in the chunk */
     int lowat;        /* current SO_RCVLOWAT (0 = kernel default) */
+    int ended;        /* the peer ended this stream at a frame boundary (EOF) while
+                       * another of its streams was open: no longer read */
 } tcp_conn;
 
 typedef struct tcp_peer {
@@ -240,7 +242,17 @@ tcp_comm *tcp_comm_by_id(tcp_engine *e, uint32_t id);
 void tcp_conn_close(tcp_engine *e, tcp_conn *c);
 void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);
 void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
+/* A failed read or write on `c` (err: the errno; 0: the end of the
+ * stream). An end at a frame boundary while another stream of the peer is
+ * open only marks `c` ended: a rank that finished closes its streams one by
+ * one while its last messages may still travel on the others. The peer is
+ * lost when its last stream ends, or at once on an error or an end in the
+ * middle of a frame. */
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
+/* For a timeout's message: "rank 3 closed stream 0 (1 of its 2 streams
+ * ended) and keeps the others open" into buf, or NULL when no stream of
+ * world rank p has ended. */
+const char *tcp_ended_note(const tcp_engine *e, int p, char *buf, size_t cap);
 /* Read what world rank p's streams still hold (its ABORT frame, which fails
  * it with the cause it sent) before reporting it lost for another reason;
  * -1 when already inside such a reading (`nested`: inside more than a few),

@@ -47,7 +47,7 @@ static tcp_conn *notice_stream(const tcp_engine *e, tcp_peer *peer, size_t *rest
     tcp_conn *best = NULL;
     for (int s = 0; s < e->cfg.streams; s++) {
         tcp_conn *c = &peer->conns[s];
-        if (c->fd < 0) continue;
+        if (c->fd < 0 || c->ended) continue;
         const tcp_chunk *k = c->txq;
         size_t r = k && k->sent > 0 ? sizeof k->hdr + k->len - k->sent : 0;
         if (r > TCP_NOTICE_MAX_BYTES || (best && r >= *rest)) continue;
@@ -103,7 +103,7 @@ static int notice_drain(const tcp_engine *e, tcp_peer *peer) {
     char sink[16384];
     for (int s = 0; s < e->cfg.streams; s++) {
         int fd = peer->conns[s].fd;
-        if (fd < 0) continue;
+        if (fd < 0 || peer->conns[s].ended) continue; /* it sends nothing more there */
         for (;;) {
             ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
             if (r > 0) continue;

@@ -137,9 +137,10 @@ plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes)
     }
     plait_status st;
     if (!r->done) {
-        char name[96];
+        char name[96], note[160];
         tcp_peer_name(cm, r->peer, name, sizeof name);
-        st = plait_req_timeout(e->host, "tcp", r->kind == TCP_SEND, name, r->tag, r->cap, timeout_s, NULL);
+        st = plait_req_timeout(e->host, "tcp", r->kind == TCP_SEND, name, r->tag, r->cap, timeout_s,
+                               tcp_ended_note(e, r->peer, note, sizeof note));
     } else {
         release(e, r, bytes, &st);
     }

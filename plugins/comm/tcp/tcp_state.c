@@ -318,14 +318,45 @@ int tcp_read_last_words(tcp_engine *e, int p, int nested) {
     if (e->reading_last_words > (nested ? LAST_WORDS_NESTED : 0)) return -1;
     tcp_peer *peer = &e->peers[p];
     e->reading_last_words++;
-    for (int s = 0; peer->conns && s < e->cfg.streams && !peer->lost; s++)
-        for (int round = 0; round < LAST_WORDS_ROUNDS && peer->conns[s].fd >= 0 && !peer->lost; round++)
-            if (!tcp_conn_read(e, &peer->conns[s])) break;
+    for (int s = 0; peer->conns && s < e->cfg.streams && !peer->lost; s++) {
+        tcp_conn *c = &peer->conns[s];
+        if (c->ended) continue; /* it sends nothing more there */
+        for (int round = 0; round < LAST_WORDS_ROUNDS && c->fd >= 0 && !peer->lost; round++)
+            if (!tcp_conn_read(e, c)) break;
+    }
     e->reading_last_words--;
     return 0;
 }
 
+/* The orderly end of stream `c`: 1 when it is marked ended and another
+ * stream of its peer is still open. A rank that finished sends its last
+ * messages and closes its streams one after the other; the end of one can
+ * arrive while a message of megabytes is still in the sender's kernel or
+ * on the wire on another, so the peer is not lost until its last stream
+ * ends. An end in the middle of a frame cuts a message short: no. */
+static int end_stream(tcp_engine *e, tcp_conn *c) {
+    if (c->rx_payload || c->rx_pos < c->rx_len) return 0;
+    c->ended = 1;
+    tcp_set_events(e, c, c->events); /* an ended stream reads as ready for ever: stop polling its input */
+    const tcp_peer *peer = &e->peers[c->peer];
+    for (int s = 0; s < e->cfg.streams; s++)
+        if (peer->conns[s].fd >= 0 && !peer->conns[s].ended) return 1;
+    return 0;
+}
+
+const char *tcp_ended_note(const tcp_engine *e, int p, char *buf, size_t cap) {
+    const tcp_peer *peer = &e->peers[p];
+    int ended = 0, first = -1;
+    for (int s = 0; peer->conns && !peer->lost && s < e->cfg.streams; s++)
+        if (peer->conns[s].ended && ended++ == 0) first = s;
+    if (!ended) return NULL;
+    snprintf(buf, cap, "rank %d closed stream %d (%d of its %d streams ended) and keeps the others open", p, first,
+             ended, e->cfg.streams);
+    return buf;
+}
+
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
+    if (err == 0 && end_stream(e, c)) return;
     if (tcp_read_last_words(e, c->peer, 0) != 0) return; /* the outer reading reports */
     char why[256];
     if (err == 0)
@@ -338,6 +369,7 @@ void tcp_io_error(tcp_engine *e, tcp_conn *c, int err) {
 }
 
 void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev) {
+    if (c->ended) ev &= ~(uint32_t)EPOLLIN;
     if (c->events == ev || c->fd < 0) return;
     struct epoll_event ee = {.events = ev, .data.ptr = c};
     epoll_ctl(e->cep, EPOLL_CTL_MOD, c->fd, &ee);
