@@ -38,7 +38,9 @@ int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_la
  * which finds it carved for another range (moe_first). */
 static plait_status slot_move(plait_model *m, model_slot *s, int32_t first, int32_t last) {
     if (s->gbuf[0] || s->gbuf[1])
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: a slot holding boundary gradients cannot move");
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: a slot holding buffers of the boundary pool (an output "
+                               "to send, boundary gradients) cannot move before it gives them back");
     m->dres_of = NULL; /* it may point into this slot */
     if (m->staged_slot >= 0 && &m->slots[m->staged_slot] == s) m->staged_slot = -1;
     const size_t n = (size_t)m->desc->n_layer + 1;

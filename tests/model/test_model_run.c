@@ -191,6 +191,44 @@ static void test_slot_layers(void **state) {
     harness_free(&h);
 }
 
+/* A slot laid out for one block moves to another alike block in the
+ * memory it holds (interleaved stages share slots among alike chunks,
+ * train/step_pipeline.c) and computes that block's bits there; a range
+ * of other kinds (the embedding, the head, two blocks) is refused. */
+static void test_slot_moves(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 2};
+    assert_int_equal(harness_init_ex(&h, TP_GPT_INI, 1, &o), 0);
+    plait_model *m = h.model;
+    int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+    assert_int_equal(plait_model_set_batch(m, 0, tok, tok), PLAIT_OK);
+    for (int32_t l = 0; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 0), PLAIT_OK);
+    size_t btc = plait_model_boundary_numel(m);
+    assert_true(plait_model_layers_alike(m, 1, 1, 2, 2));
+    assert_false(plait_model_layers_alike(m, 0, 0, 1, 1));
+    assert_false(plait_model_layers_alike(m, 1, 1, 3, 3));
+    assert_false(plait_model_layers_alike(m, 1, 1, 1, 2));
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 1), PLAIT_OK);
+    memcpy(plait_model_boundary(m, 1, 0), plait_model_boundary(m, 0, 0), btc * sizeof(float));
+    assert_int_equal(plait_model_forward_layer(m, 1, 1), PLAIT_OK);
+    uint64_t laid = plait_model_activation_bytes(m);
+    /* its output, to be sent, is a buffer of the boundary pool: not idle */
+    assert_int_equal(plait_model_slot_layers(m, 1, 2, 2), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "cannot move before it gives them back"));
+    plait_model_boundary_release(m, 1, -1);
+    assert_int_equal(plait_model_slot_layers(m, 1, 2, 2), PLAIT_OK); /* moved: no allocation */
+    assert_true(plait_model_activation_bytes(m) == laid);
+    assert_int_equal(plait_model_forward_layer(m, 1, 1), PLAIT_ERR_INVALID_ARG); /* no longer its layer */
+    memcpy(plait_model_boundary(m, 1, 1), plait_model_boundary(m, 0, 1), btc * sizeof(float));
+    assert_int_equal(plait_model_forward_layer(m, 2, 1), PLAIT_OK);
+    assert_memory_equal(plait_model_boundary(m, 1, 2), plait_model_boundary(m, 0, 2), btc * sizeof(float));
+    assert_int_equal(plait_model_slot_layers(m, 1, 3, 3), PLAIT_ERR_INVALID_ARG); /* the head */
+    assert_int_equal(plait_model_slot_layers(m, 1, 0, 0), PLAIT_ERR_INVALID_ARG); /* the embedding */
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_ERR_INVALID_ARG); /* two blocks */
+    harness_free(&h);
+}
+
 /* One step (harness_step) on a fresh model over table k: the loss and
  * every gradient must equal `loss` and `grads`. */
 static void expect_step(const plait_kernels *k, const int32_t *tok, const int32_t *tgt, double loss,
@@ -352,10 +390,11 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_threads_gpt),     cmocka_unit_test(test_threads_mlp),
-        cmocka_unit_test(test_pipeline_split),  cmocka_unit_test(test_slot_layers),
-        cmocka_unit_test(test_errors),          cmocka_unit_test(test_fused_loss),
-        cmocka_unit_test(test_fused_layernorm), cmocka_unit_test(test_fused_gelu),
+        cmocka_unit_test(test_threads_gpt),    cmocka_unit_test(test_threads_mlp),
+        cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
+        cmocka_unit_test(test_slot_moves),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_fused_loss),     cmocka_unit_test(test_fused_layernorm),
+        cmocka_unit_test(test_fused_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
