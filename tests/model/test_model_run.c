@@ -161,17 +161,22 @@ static void test_pipeline_split(void **state) {
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* The tp test model with two slots, slot 0's batch set: the slot tests'. */
+static plait_model *two_slots(harness *h) {
+    harness_opts o = {.tp = 1, .max_slots = 2};
+    assert_int_equal(harness_init_ex(h, TP_GPT_INI, 1, &o), 0);
+    static const int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+    assert_int_equal(plait_model_set_batch(h->model, 0, tok, tok), PLAIT_OK);
+    return h->model;
+}
+
 /* A slot restricted to a model chunk (interleaved schedules) holds only
  * that chunk's activations, computes the same bits, and refuses layers
  * outside its range. */
 static void test_slot_layers(void **state) {
     (void)state;
     harness h;
-    harness_opts o = {.tp = 1, .max_slots = 2};
-    assert_int_equal(harness_init_ex(&h, TP_GPT_INI, 1, &o), 0);
-    plait_model *m = h.model;
-    int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
-    assert_int_equal(plait_model_set_batch(m, 0, tok, tok), PLAIT_OK);
+    plait_model *m = two_slots(&h);
     uint64_t whole = plait_model_activation_bytes(m); /* slot 0: every layer */
     assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK);
     assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK); /* same range: no-op */
@@ -198,11 +203,7 @@ static void test_slot_layers(void **state) {
 static void test_slot_moves(void **state) {
     (void)state;
     harness h;
-    harness_opts o = {.tp = 1, .max_slots = 2};
-    assert_int_equal(harness_init_ex(&h, TP_GPT_INI, 1, &o), 0);
-    plait_model *m = h.model;
-    int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
-    assert_int_equal(plait_model_set_batch(m, 0, tok, tok), PLAIT_OK);
+    plait_model *m = two_slots(&h);
     for (int32_t l = 0; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 0), PLAIT_OK);
     size_t btc = plait_model_boundary_numel(m);
     assert_true(plait_model_layers_alike(m, 1, 1, 2, 2));
