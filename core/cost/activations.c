@@ -229,9 +229,11 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     return 4 * (f + block_floats(s, 0));
 }
 
-void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again) {
+void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again,
+                                      double attention[2]) {
     /* a token attends over the whole sequence, T x cp, under cp too */
     double T = s->T * s->cp, att = 4.0 * T * s->C;
+    if (attention) attention[0] = attention[1] = 0;
     if (!(s->gpt || s->llama) || !s->fused) {
         *train = 3.0 * f;
         *again = s->recompute == 2 ? f : s->recompute == 1 && s->gpt ? att : 0;
@@ -240,6 +242,10 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
     double products = f - att, half = T * s->C; /* one product over the causal half of the square */
     *train = 3.0 * products + 2.0 * half + s->att_bwd * half;
     *again = s->recompute == 2 ? products + 2.0 * half : 0;
+    if (attention) {
+        attention[1] = s->recompute == 2 ? 2.0 * half : 0;
+        attention[0] = (2.0 + s->att_bwd) * half + attention[1];
+    }
 }
 
 double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,

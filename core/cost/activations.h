@@ -257,7 +257,12 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s);
  * ring's blocks under cp) walks only the key tiles a causal query sees,
  * half the square: its forward is 2·T·C, its backward att_bwd products of
  * T·C each (the scores again among them, in every recompute mode), and
- * full recomputation runs the products and that 2·T·C again. */
-void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again);
+ * full recomputation runs the products and that 2·T·C again.
+ * attention (NULL: not wanted) takes the fused attention's share of
+ * *train + *again, then of *again, which a GPU runs at its own rate
+ * (plait_cost_compute_s); 0 without a fused attention, whose products run
+ * as the others do. */
+void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again,
+                                      double attention[2]);
 
 #endif

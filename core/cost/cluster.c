@@ -63,6 +63,13 @@ static const plait_key_decl node_keys[] = {
     KEY("half_rate_rows", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "kind = cpu: rows of a micro-batch (its tokens) at which a rank computes at half its large-batch rate "
         "(0 = measure this machine's when peak_gflops is 0 too, else the rate does not depend on them)"),
+    KEY("attention_efficiency", PLAIT_KEY_FLOAT, "0", 0, 1, NULL,
+        "kind = gpu: share of peak_gflops the device's fused attention reaches in fp32, forward and backward by "
+        "the planner's count (0 = as the products: efficiency and half_rate_width)"),
+    KEY("tf32_attention_efficiency", PLAIT_KEY_FLOAT, "0", 0, 1, NULL,
+        "kind = gpu: share of tf32_peak_gflops the device's fused attention reaches (0 = as the products)"),
+    KEY("bf16_attention_efficiency", PLAIT_KEY_FLOAT, "0", 0, 1, NULL,
+        "kind = gpu: share of bf16_peak_gflops the device's fused attention reaches (0 = as the products)"),
     KEY("half_rate_width", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "kind = gpu: the width of a rank's products (the model's width over tp) at which a GPU computes at half "
         "the rate its efficiency gives for wide ones (0 = the rate does not depend on it)"),
@@ -136,6 +143,9 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     out->efficiency_tf32 = plait_config_float(cfg, "node", "tf32_efficiency");
     out->peak_bf16 = plait_config_float(cfg, "node", "bf16_peak_gflops") * 1e9;
     out->efficiency_bf16 = plait_config_float(cfg, "node", "bf16_efficiency");
+    out->attention_efficiency = plait_config_float(cfg, "node", "attention_efficiency");
+    out->attention_efficiency_tf32 = plait_config_float(cfg, "node", "tf32_attention_efficiency");
+    out->attention_efficiency_bf16 = plait_config_float(cfg, "node", "bf16_attention_efficiency");
     if (out->efficiency_tf32 <= 0) out->efficiency_tf32 = out->efficiency;
     if (out->efficiency_bf16 <= 0) out->efficiency_bf16 = out->efficiency;
     const char *prec = plait_config_str(cfg, "node", "precision");
@@ -154,7 +164,13 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     static const struct {
         const char *key;
         int gpu;
-    } kind_keys[] = {{"gpus", 1}, {"cores", 0}, {"half_rate_rows", 0}, {"half_rate_width", 1}};
+    } kind_keys[] = {{"gpus", 1},
+                     {"cores", 0},
+                     {"half_rate_rows", 0},
+                     {"half_rate_width", 1},
+                     {"attention_efficiency", 1},
+                     {"tf32_attention_efficiency", 1},
+                     {"bf16_attention_efficiency", 1}};
     for (size_t i = 0; i < sizeof kind_keys / sizeof kind_keys[0]; i++) {
         const char *at = NULL, *kind_at = NULL;
         if (kind_keys[i].gpu == out->gpu ||
@@ -257,6 +273,13 @@ plait_status plait_cluster_rate(const plait_cluster *c, plait_precision precisio
                            "494000); or plan in fp32 with run.precision=fp32",
                            c->precision_where, key ? key : "peak_gflops", plait_device_precision_name(precision),
                            plait_device_precision_name(precision));
+}
+
+double plait_cluster_attention_rate(const plait_cluster *c, plait_precision precision) {
+    if (!c->gpu) return 0;
+    if (precision == PLAIT_PRECISION_BF16) return c->peak_bf16 * c->attention_efficiency_bf16;
+    if (precision == PLAIT_PRECISION_TF32) return c->peak_tf32 * c->attention_efficiency_tf32;
+    return c->peak_flops * c->attention_efficiency;
 }
 
 double plait_cluster_inter_share(const plait_cluster *c, int concurrent) {

@@ -37,6 +37,9 @@ typedef struct plait_cluster {
      * node; 0 = not given (a CPU then computes at its fp32 rate, a GPU
      * cluster cannot be planned in that precision) */
     double peak_tf32, efficiency_tf32, peak_bf16, efficiency_bf16;
+    /* GPU: the shares of each precision's peak the device's fused attention
+     * reaches (0: as the products) */
+    double attention_efficiency, attention_efficiency_tf32, attention_efficiency_bf16;
     plait_precision precision; /* what the cluster trains in unless the run's config says */
     double memory_bandwidth; /* bytes/s per GPU, or per node for CPUs */
     double process_bytes;  /* bytes every rank holds besides the model (runtime, libraries, data) */
@@ -77,6 +80,12 @@ plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path);
  * per GPU or per CPU node. PLAIT_ERR_INVALID_CONFIG naming the file and
  * the missing key when a GPU cluster gives no peak for that precision. */
 plait_status plait_cluster_rate(const plait_cluster *c, plait_precision precision, double *flops_per_s);
+
+/* The rate a GPU's fused attention runs at in `precision`, FLOP/s by the
+ * planner's count (plait_cost_block_flops_per_token): the precision's
+ * peak x [node] *attention_efficiency; 0 where the cluster gives none,
+ * or on CPU nodes: the attention then runs at the products' rate. */
+double plait_cluster_attention_rate(const plait_cluster *c, plait_precision precision);
 
 /* Bytes/s each of `concurrent` ranks of one node gets through the network
  * when all of them use it at once: the rank's own link (its NIC), or its

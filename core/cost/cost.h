@@ -59,6 +59,8 @@ typedef struct plait_cost_rank {
                                     alone */
     double flops;                /* forward + backward FLOPs per step, recomputed forwards included */
     double recompute_flops;      /* of those, the forwards run again for recomputation */
+    double attention_flops;      /* of flops, the fused attention's (a GPU runs them at its own rate) */
+    double recompute_attention_flops; /* of recompute_flops, the fused attention's */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */
     int bf16;                    /* the model stores its activations in bf16 (plait_model_grants_bf16) */
     int sp;                      /* sequence parallelism: TP's all-reduces are an all-gather and a
@@ -194,6 +196,7 @@ typedef struct plait_cost_time {
     /* the parts `plait plan --explain` prints */
     int busiest;                  /* the pipeline stage that sets the pace */
     double rate;                  /* FLOP/s a rank computes at: peak x efficiency of the precision */
+    double attention_rate;        /* FLOP/s its fused attention runs at (0: the products' rate) */
     double recompute;             /* of compute, the forwards run again */
     double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
@@ -220,5 +223,12 @@ typedef struct plait_cost_time {
  * placed node by node, tp innermost, then dp, then pp. */
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
                           plait_cost_time *out);
+/* Seconds rank r's compute of a step takes (recompute: only the forwards
+ * it runs again) at `alone` FLOP/s (t->rate, or a CPU rank's share of
+ * it): its products at the width's share of that rate, its fused
+ * attention at t->attention_rate where the cluster gives one
+ * (plait_cluster_attention_rate), else as the products. */
+double plait_cost_compute_s(const plait_cluster *c, const plait_cost_time *t, double alone, const plait_cost_rank *r,
+                            int recompute);
 
 #endif

@@ -203,10 +203,12 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int l = 0; l < nl; l++)
         if (LOCAL(l)) {
             double f = spec->layers[l].flops_per_token;
-            double train = 3.0 * f, again = 0;
-            if (l >= 1 && l <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
+            double train = 3.0 * f, again = 0, att[2] = {0, 0};
+            if (l >= 1 && l <= L) plait_cost_block_flops_per_token(&s, f, &train, &again, att);
             out->flops += (train + again) * tokens / mesh->tp;
             out->recompute_flops += again * tokens / mesh->tp;
+            out->attention_flops += att[0] * tokens / mesh->tp;
+            out->recompute_attention_flops += att[1] * tokens / mesh->tp;
         }
 
     int has_embedding = LOCAL(0), has_head = LOCAL(L + 1);

@@ -550,10 +550,12 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st && t->copy_numel > big)
                     big = t->copy_numel;
                 if (big > r->largest_tensor_numel) r->largest_tensor_numel = big;
-                double train = 3.0 * f, again = 0;
-                if (ly >= 1 && ly <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
+                double train = 3.0 * f, again = 0, att[2] = {0, 0};
+                if (ly >= 1 && ly <= L) plait_cost_block_flops_per_token(&s, f, &train, &again, att);
                 r->flops += (train + again) * tokens / tp;
                 r->recompute_flops += again * tokens / tp;
+                r->attention_flops += att[0] * tokens / tp;
+                r->recompute_attention_flops += att[1] * tokens / tp;
                 blocks += ly >= 1 && ly <= L;
                 emb |= ly == 0;
                 head |= ly == L + 1;

@@ -259,6 +259,15 @@ double plait_cost_width_share(const plait_cluster *c, double w) {
     return w / (w + c->half_width);
 }
 
+double plait_cost_compute_s(const plait_cluster *c, const plait_cost_time *t, double alone, const plait_cost_rank *r,
+                            int recompute) {
+    double all = recompute ? r->recompute_flops : r->flops;
+    double att = recompute ? r->recompute_attention_flops : r->attention_flops;
+    double products = alone * plait_cost_width_share(c, r->width);
+    if (t->attention_rate <= 0 || att <= 0) return all / products;
+    return (all - att) / products + att / t->attention_rate;
+}
+
 /* How much longer than alone a slot of the pipeline takes when `busy`
  * ranks of the node compute in it, each on its `threads` threads, and the
  * node has `units` cores. */
@@ -342,6 +351,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     (void)plait_cluster_rate(c, j->precision, &rate);
     if (rate <= 0) rate = 1; /* the caller checked it; no division by zero */
     out->rate = rate;
+    out->attention_rate = plait_cluster_attention_rate(c, j->precision);
     /* a rank's compute rate when it runs alone on its share of the node
      * (its math threads: units / ranks on the node, at least one), and the
      * node's whole rate, which its busy ranks share */
@@ -359,7 +369,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
         const plait_cost_rank *r = &stages[s];
-        double compute = r->flops / (alone * plait_cost_width_share(c, r->width));
+        double compute = plait_cost_compute_s(c, out, alone, r, 0);
         /* an all-reduce, or under sequence parallelism an all-gather and a
          * reduce-scatter: 2(n-1) steps of S/n either way */
         double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message, wire = j->wire_bytes > 0 ? j->wire_bytes : mb;
@@ -377,7 +387,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             crit = span;
             out->busiest = s;
             out->compute = compute;
-            out->recompute = r->recompute_flops / (alone * plait_cost_width_share(c, r->width));
+            out->recompute = plait_cost_compute_s(c, out, alone, r, 1);
             out->tp_s = tp_s;
             out->pp_s = pp_s;
             out->wire_bytes = wire;

@@ -214,6 +214,16 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     char rt[48];
     fprintf(out, "\ncompute at %s per %s (%s peak x efficiency)%s:\n", rate_text(rt, sizeof rt, t->rate, 2),
             c->gpu ? "GPU" : "node", pn, c->gpu ? "" : ", shared by the node's ranks");
+    if (t->attention_rate > 0 && stages[t->busiest].attention_flops > 0) {
+        char ar[48];
+        const plait_cost_rank *b = &stages[t->busiest];
+        fprintf(out,
+                "  its fused attention at %s ([node] %s%sattention_efficiency): %.4g of the busiest stage's %.4g "
+                "TFLOP, %.4f s\n",
+                rate_text(ar, sizeof ar, t->attention_rate, 2), x->precision == PLAIT_PRECISION_FP32 ? "" : pn,
+                x->precision == PLAIT_PRECISION_FP32 ? "" : "_", b->attention_flops / 1e12, b->flops / 1e12,
+                b->attention_flops / t->attention_rate);
+    }
     fprintf(out, "  %-6s %12s %14s %12s %12s %9s\n", "stage", "params/rank", "TFLOP/step", "compute_s", "recompute_s",
             "bubble");
     /* a CPU stage's compute as a rank alone on its threads, at its rows */
@@ -223,7 +233,6 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
         if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
     }
-    alone *= plait_cost_width_share(c, stages[0].width); /* a GPU's at its products' width */
     for (int s = 0; s < l->pp; s++) {
         const plait_cost_rank *st = &stages[s];
         /* a deep pipeline: its first and last stages, the busiest, and a note */
@@ -231,7 +240,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
             if (s == 3) fprintf(out, "  ... (stages 3 to %d as their neighbours)\n", l->pp - 4);
             continue;
         }
-        double cs = st->flops / alone, rs = st->recompute_flops / alone;
+        double cs = plait_cost_compute_s(c, t, alone, st, 0), rs = plait_cost_compute_s(c, t, alone, st, 1);
         fprintf(out, "  %-6d %12.4g %14.4g %12.4f %12.4f %8.1f%%%s\n", s, st->param_numel, st->flops / 1e12, cs, rs,
                 100 * st->bubble, s == t->busiest ? "  <- sets the pace" : "");
     }

@@ -245,6 +245,45 @@ static void test_time_width(void **state) {
     assert_true(plait_cost_width_share(&c, 768) == 1);
 }
 
+/* A GPU's fused attention at its own rate where the cluster gives one:
+ * the products at the width's share of the precision's rate, the
+ * attention's FLOPs (and its share of the recomputed ones) at
+ * peak x attention efficiency; the products' rate for them without it. */
+static void test_time_attention(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.half_width = 256;
+    plait_cost_rank r = {.dp = 1,
+                         .tp = 1,
+                         .pp = 1,
+                         .micro_batches = 1,
+                         .chunks = 1,
+                         .param_numel = 1e6,
+                         .flops = 1e11,
+                         .recompute_flops = 2e10,
+                         .attention_flops = 3e10,
+                         .recompute_attention_flops = 4e9,
+                         .width = 768};
+    plait_cost_job j = {.dp = 1, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_BF16};
+    plait_cost_time t;
+    plait_cost_step_time(&r, &j, &c, &t); /* no attention rate: all at 2e12 x 0.75 */
+    NEAR(t.attention_rate, 0.0);
+    NEAR(t.compute, 1e11 / 1.5e12);
+    NEAR(t.recompute, 2e10 / 1.5e12);
+    c.attention_efficiency_bf16 = 0.1; /* 4e11 FLOP/s */
+    c.attention_efficiency = 0.9;      /* fp32's: not this run's */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.attention_rate, 4e11);
+    NEAR(t.compute, 7e10 / 1.5e12 + 3e10 / 4e11);
+    NEAR(t.recompute, 1.6e10 / 1.5e12 + 4e9 / 4e11);
+    NEAR(plait_cost_compute_s(&c, &t, t.rate, &r, 0), t.compute);
+    j.precision = PLAIT_PRECISION_FP32; /* fp32's key: 1e12 x 0.9, the products at 5e11 x 0.75 */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 7e10 / 3.75e11 + 3e10 / 9e11);
+    c.gpu = 0; /* a CPU node: the attention as the products */
+    assert_true(plait_cluster_attention_rate(&c, PLAIT_PRECISION_FP32) == 0);
+}
+
 /* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
  * together 20 GB/s: a DP all-reduce across the nodes, flat and hierarchical */
 static void test_time_hierarchy(void **state) {
@@ -529,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_width),
+        cmocka_unit_test(test_time_attention),
         cmocka_unit_test(test_time_dp_buckets),
         cmocka_unit_test(test_time_dp_window),
         cmocka_unit_test(test_time_shared_cpu_cores),

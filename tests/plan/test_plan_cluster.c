@@ -102,6 +102,20 @@ static void test_cluster_precision(void **state) {
     assert_int_equal(plait_cluster_parse("width.ini", "[node]\ncores = 4\nhalf_rate_width = 650\n", &c),
                      PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), "width.ini:3: [node] half_rate_width describes GPU nodes"));
+    /* the attention's rate likewise, and read where it belongs */
+    assert_int_equal(plait_cluster_parse("att.ini", "[node]\ncores = 4\nbf16_attention_efficiency = 0.2\n", &c),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "att.ini:3: [node] bf16_attention_efficiency describes GPU nodes"));
+    assert_int_equal(plait_cluster_parse("att.ini",
+                                         "[node]\nkind = gpu\ngpus = 8\nmemory = 80G\npeak_gflops = 67000\n"
+                                         "bf16_peak_gflops = 989000\nbf16_attention_efficiency = 0.2\n",
+                                         &c),
+                     PLAIT_OK);
+    assert_true(fabs(plait_cluster_attention_rate(&c, PLAIT_PRECISION_BF16) - 0.2 * 989e12) < 1);
+    assert_true(plait_cluster_attention_rate(&c, PLAIT_PRECISION_TF32) == 0);
+    assert_int_equal(plait_cluster_parse("att.ini", "[node]\nkind = gpu\nbf16_attention_efficiency = 2\n", &c),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "att.ini:3"));
     /* one key is enough: the rest default */
     assert_int_equal(plait_cluster_parse("one.ini", "[cluster]\nnodes = 1\n", &c), PLAIT_OK);
     /* a wrong precision: FILE:LINE and the allowed values */

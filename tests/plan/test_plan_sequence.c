@@ -271,26 +271,26 @@ static void test_causal_attention_flops(void **state) {
     plait_cost_shape s;
     double train, again;
     plait_cost_shape_init(&s, &gpt, &in);
-    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    plait_cost_block_flops_per_token(&s, f, &train, &again, NULL);
     NEAR(train, 3 * products + 2 * TC + 7 * TC);
     NEAR(again, 0.0); /* the scores again are among the backward's products */
     in.recompute = 2;
     in.device = &cpu;
     plait_cost_shape_init(&s, &gpt, &in);
-    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    plait_cost_block_flops_per_token(&s, f, &train, &again, NULL);
     NEAR(train, 3 * products + 2 * TC + 5 * TC);
     NEAR(again, products + 2 * TC);
     /* under cp a token still attends over the whole sequence, half of it */
     in.cp = 4;
     plait_cost_shape_init(&s, &gpt, &in);
-    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    plait_cost_block_flops_per_token(&s, f, &train, &again, NULL);
     NEAR(train, 3 * products + 2 * TC + 5 * TC);
     /* no attention (the mlp arch): the backward twice the forward */
     const plait_model_spec mlp = {
         .struct_size = sizeof mlp, .arch = "mlp", .n_layer = 2, .n_embd = 64, .block_size = 128};
     in.cp = 1;
     plait_cost_shape_init(&s, &mlp, &in);
-    plait_cost_block_flops_per_token(&s, 1000, &train, &again);
+    plait_cost_block_flops_per_token(&s, 1000, &train, &again, NULL);
     NEAR(train, 3000.0);
     NEAR(again, 1000.0);
 }
