@@ -248,6 +248,16 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
     }
 }
 
+void plait_cost_add_layer_flops(const plait_cost_shape *s, double f, int block, double tokens, int tp,
+                                plait_cost_rank *r) {
+    double train = 3.0 * f, again = 0, att[2] = {0, 0};
+    if (block) plait_cost_block_flops_per_token(s, f, &train, &again, att);
+    r->flops += (train + again) * tokens / tp;
+    r->recompute_flops += again * tokens / tp;
+    r->attention_flops += att[0] * tokens / tp;
+    r->recompute_attention_flops += att[1] * tokens / tp;
+}
+
 double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,
                            double micro_batches) {
     if (ep <= 1) return 0.0;

@@ -264,5 +264,13 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s);
  * as the others do. */
 void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again,
                                       double attention[2]);
+/* A step's FLOPs of one layer of forward estimate f a token, over
+ * `tokens` tokens on tp ranks, added to *r's flops, recompute_flops and
+ * their fused attention's shares (cost/cost.h): a block's as
+ * plait_cost_block_flops_per_token counts them, another layer's (the
+ * embedding, the head) 3f. */
+struct plait_cost_rank;
+void plait_cost_add_layer_flops(const plait_cost_shape *s, double f, int block, double tokens, int tp,
+                                struct plait_cost_rank *r);
 
 #endif

@@ -69,8 +69,7 @@ static double pool_peak(const plait_plan *plan, int32_t pp, const int8_t *need) 
 
 /* The slots the stage's plan allocates, by chunk (at most 64): chunks
  * whose layers are alike one for one (the embedding, the head, a sparse
- * and a dense block each its own kind: model/model_slots.c's
- * plait_model_layers_alike) share theirs, so the first chunk of each such
+ * and a dense block each its own kind: plait_model_layer_kind) share theirs, so the first chunk of each such
  * class gets the most micro-batches the class keeps alive at once over
  * the plan's instructions (at least 1), the others 0. */
 static void chunk_slots(const plait_plan *plan, int32_t stage, int nl, int L, int chunks, const int *sparse_of,
@@ -85,7 +84,7 @@ static void chunk_slots(const plait_plan *plan, int32_t stage, int nl, int L, in
                 count[c]++;
             }
     }
-#define KIND(l) ((l) == 0 ? 0 : (l) == L + 1 ? 1 : (l) < 4096 && sparse_of[l] ? 2 : 3)
+#define KIND(l) plait_model_layer_kind(l, L, (l) < 4096 && sparse_of[l])
     for (int c = 0; c < chunks && c < 64; c++)
         for (int o = 0; o < c && class_of[c] == c; o++) {
             int same = first[c] >= 0 && first[o] >= 0 && count[c] == count[o];
@@ -202,13 +201,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     double tokens = (double)lr->batch->micro_batch * s.T * plan->micro_batches;
     for (int l = 0; l < nl; l++)
         if (LOCAL(l)) {
-            double f = spec->layers[l].flops_per_token;
-            double train = 3.0 * f, again = 0, att[2] = {0, 0};
-            if (l >= 1 && l <= L) plait_cost_block_flops_per_token(&s, f, &train, &again, att);
-            out->flops += (train + again) * tokens / mesh->tp;
-            out->recompute_flops += again * tokens / mesh->tp;
-            out->attention_flops += att[0] * tokens / mesh->tp;
-            out->recompute_attention_flops += att[1] * tokens / mesh->tp;
+            plait_cost_add_layer_flops(&s, spec->layers[l].flops_per_token, l >= 1 && l <= L, tokens, mesh->tp, out);
         }
 
     int has_embedding = LOCAL(0), has_head = LOCAL(L + 1);

@@ -397,13 +397,10 @@ static double pool_peak(const char *schedule, int p, int stage, int m, int v, in
     return (double)peak;
 }
 
-/* The kind of layer ly of the model (0..n_layers-1): the embedding, the
- * head, a sparse block or a dense one, as model/model_slots.c's
- * plait_model_layers_alike tells them apart. */
+/* The kind of layer ly of the model (0..n_layers-1), as the executor
+ * tells alike chunks apart (plait_model_layer_kind). */
 static int layer_kind(const plait_cost_model *model, int ly) {
-    if (ly == 0) return 0;
-    if (ly == model->n_layers - 1) return 1;
-    return model->expert_numel[ly] > 0 ? 2 : 3;
+    return plait_model_layer_kind(ly, model->n_layers - 2, model->expert_numel[ly] > 0);
 }
 
 /* class_of[c] for stage st's v chunks of partition b (p x v chunks): the
@@ -550,12 +547,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st && t->copy_numel > big)
                     big = t->copy_numel;
                 if (big > r->largest_tensor_numel) r->largest_tensor_numel = big;
-                double train = 3.0 * f, again = 0, att[2] = {0, 0};
-                if (ly >= 1 && ly <= L) plait_cost_block_flops_per_token(&s, f, &train, &again, att);
-                r->flops += (train + again) * tokens / tp;
-                r->recompute_flops += again * tokens / tp;
-                r->attention_flops += att[0] * tokens / tp;
-                r->recompute_attention_flops += att[1] * tokens / tp;
+                plait_cost_add_layer_flops(&s, f, ly >= 1 && ly <= L, tokens, tp, r);
                 blocks += ly >= 1 && ly <= L;
                 emb |= ly == 0;
                 head |= ly == L + 1;

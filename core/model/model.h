@@ -192,6 +192,13 @@ plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first
  * keeps for one range it keeps in the same bytes for the other; else 0. */
 int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_last, int32_t b_first, int32_t b_last);
 
+/* The kind that decides which layers are alike (plait_model_layers_alike):
+ * global layer l of a model of n_layer blocks is the embedding (0), the
+ * head (1, l > n_layer), a sparse block (2: `sparse`, a block of experts)
+ * or a dense one (3). The planner groups a stage's chunks by it as the
+ * executor shares their slots (cost/stages.c, cost/rank_cost.c). Pure. */
+int plait_model_layer_kind(int32_t l, int32_t n_layer, int sparse);
+
 /* Context parallelism: keep, in place, cp rank cp_rank's two chunks (cp_rank
  * and 2cp-1-cp_rank of 2cp) of each of the B rows of `seq` [B, T_local·cp]
  * (tokens or targets): [B, T_local] on return, what set_batch takes. */

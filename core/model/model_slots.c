@@ -19,10 +19,13 @@ static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS 
 
 static size_t slot_carve(plait_model *m, model_slot *s, float *base);
 
+int plait_model_layer_kind(int32_t l, int32_t n_layer, int sparse) {
+    return l == 0 ? 0 : l > n_layer ? 1 : sparse ? 2 : 3;
+}
+
 static int layer_kind(const plait_model *m, int32_t l) {
-    if (l == 0) return 0;
-    if (l > m->desc->n_layer) return 1;
-    return desc_block_sparse(m->desc, l - 1) ? 2 : 3;
+    const int32_t n = m->desc->n_layer;
+    return plait_model_layer_kind(l, n, l >= 1 && l <= n && desc_block_sparse(m->desc, l - 1));
 }
 
 int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_last, int32_t b_first, int32_t b_last) {
