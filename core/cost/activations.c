@@ -248,6 +248,10 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
     }
 }
 
+double plait_cost_tp_block_collectives(const plait_cost_shape *s) {
+    return 4.0 + (s->recompute == 2 ? (s->sp ? 1.5 : 1.0) : 0.0);
+}
+
 void plait_cost_add_layer_flops(const plait_cost_shape *s, double f, int block, double tokens, int tp,
                                 plait_cost_rank *r) {
     double train = 3.0 * f, again = 0, att[2] = {0, 0};

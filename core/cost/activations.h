@@ -264,6 +264,16 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s);
  * as the others do. */
 void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again,
                                       double attention[2]);
+/* The TP collectives one block runs for a micro-batch, in all-reduces of
+ * its B x T x C activation (under sequence parallelism an all-gather and a
+ * reduce-scatter make one: the same bytes, 2(n-1) steps of S/n): Megatron's
+ * four (two in the forward, two in the backward), and under full
+ * recomputation the forward's again up to the MLP's activation, as
+ * model/recompute.c reruns it: attn.c_proj's all-reduce (one more), or with
+ * sequence parallelism the attention's all-gather and reduce-scatter and
+ * the MLP's all-gather (one and a half). */
+double plait_cost_tp_block_collectives(const plait_cost_shape *s);
+
 /* A step's FLOPs of one layer of forward estimate f a token, over
  * `tokens` tokens on tp ranks, added to *r's flops, recompute_flops and
  * their fused attention's shares (cost/cost.h): a block's as

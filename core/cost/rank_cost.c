@@ -255,7 +255,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int l = 1; l <= L && l < 4096; l++) sparse += LOCAL(l) && sparse_of[l];
     if (moe) plait_cost_ep_traffic(moe, &s, ep, sparse, plan->micro_batches, out); /* ep's all-to-alls */
     if (mesh->tp > 1) {
-        out->tp_msgs = plan->micro_batches * (4.0 * blocks + has_embedding + has_head);
+        out->tp_msgs = plan->micro_batches * (plait_cost_tp_block_collectives(&s) * blocks + has_embedding + has_head);
         out->tp_msg_elems = bsh;
     }
     /* PP: every chunk boundary sends the activation forward and its

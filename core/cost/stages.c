@@ -565,7 +565,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         plait_cost_ring_traffic(&s, blocks, mb, r);
         plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {
-            r->tp_msgs = mb * (4.0 * blocks + emb + head);
+            r->tp_msgs = mb * (plait_cost_tp_block_collectives(&s) * blocks + emb + head);
             r->tp_msg_elems = bsh;
         }
         if (p > 1) {

@@ -93,6 +93,24 @@ for r in 0 1 2 3; do
 done
 [ "$(column pp2tp2 tp_bytes | sort -u)" = "$(mem pp2tp2 0 tp_bytes)" ] ||
   fail "pp2tp2: metrics.csv tp_bytes $(column pp2tp2 tp_bytes | sort -u) differ from rank 0's memory.csv row"
+# full recomputation reruns each block's forward up to the MLP's
+# activation before its backward (model/recompute.c): attn.c_proj's
+# all-reduce once more a block and micro-batch, b*s*h floats; the planner
+# counts the same all-reduces (`plait plan --explain`'s TP line: Megatron's
+# 4 a block, the embedding's and the head's, and that one), so its bytes are
+# the measured ones but for the cross-entropy's 3*b*s floats
+b=2 m=4
+train tp2full $T parallel.tp=2 data.micro_batch=$b model.recompute=full
+want=$(( $(tp_bytes $b $m) + m * 4 * L * b * S * H ))
+for got in $(column tp2full tp_bytes); do
+  [ "$got" = "$want" ] || fail "tp2full: tp_bytes $got per step, Megatron's count and one all-reduce a block again is $want"
+done
+"$PLAIT_BIN" plan "$CFG" --ranks 2 --explain "dp1 tp2 pp1 mb$b adam full" $T >"$E2E_WORK/plan.out" 2>&1 ||
+  fail "plait plan --explain: $(cat "$E2E_WORK/plan.out")"
+n=$(sed -n 's/^  TP  2 ranks on [a-z]*: \([0-9]*\) all-reduces of.*/\1/p' "$E2E_WORK/plan.out")
+[ -n "$n" ] || fail "plait plan --explain printed no TP line: $(cat "$E2E_WORK/plan.out")"
+[ $(( n * b * S * H * 4 + m * 4 * 3 * b * S )) = "$want" ] ||
+  fail "the planner counts $n TP all-reduces a step for tp 2 with full recomputation; the ranks sent $want B, $(( m * (5 * L + 2) )) all-reduces of b*s*h and the cross-entropy's"
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
 [ "$(mem one 0 param_bytes)" = "$(param_bytes 1)" ] || fail "one process: $(mem one 0 param_bytes) parameter bytes"
