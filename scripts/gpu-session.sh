@@ -31,144 +31,22 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
+# shellcheck source=scripts/gpu-lib.sh
+. "$root/scripts/gpu-lib.sh"
 
-if [ "${1:-}" = --pack ]; then
-  build=${2:-build}
-  [ -d "$build" ] || { echo "gpu-session: no build directory '$build': build first" >&2; exit 1; }
-  # the commit goes inside the build directory, which travels in the
-  # bundle's tree (there is no git there); the PyTorch peers are in
-  # scripts/peers, which travels with the checkout
-  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >"$build/gpu-commit.txt" 2>/dev/null
-  bash "$root/scripts/gpu-bundle.sh" "$build" || exit 1
-  echo "packed: .gpu/ ($(du -sh .gpu | cut -f1)); run there: bash .gpu/on-device.sh bash scripts/gpu-session.sh (carry .gpu)"
-  exit 0
-fi
+gpu_init gpu-session 560 "$@"
 
-DRY=0
-[ "${1:-}" = --dry-run ] && DRY=1
-DEV=${PLAIT_GPU_SESSION_DEVICE:-$([ $DRY = 1 ] && echo sim || echo cuda)}
-BUILD=${PLAIT_BUILD:-$root/build}
-PLAIT=$BUILD/bin/plait
-OUT=${OUT:-$root/runs/gpu-session$([ $DRY = 1 ] && echo -dry)}
-TOTAL=${PLAIT_GPU_SESSION_BUDGET:-560}
-# the GPU machine's python3 has PyTorch 2.11 with CUDA; here Debian's has 1.13 (CPU)
-PY=${PLAIT_PYTHON:-$([ $DRY = 1 ] && [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
-# the PyTorch peers: the same model and measurement as plait's bench train
-PEERS=${PLAIT_PEERS:-$root/scripts/peers}
-W=$OUT/work
-mkdir -p "$W"
-SUMMARY=$OUT/summary.md
-START=$(date +%s)
-[ -x "$PLAIT" ] || { echo "gpu-session: no $PLAIT: build first" >&2; exit 1; }
-if [ $DRY = 1 ]; then
-  # the test devices stand in for the GPU: sim (tests/device/sim_device.c,
-  # fp32 only) and the CUDA emulator's cuda_emu (tests/cuda_emu)
-  export PLAIT_PLUGIN_PATH=$BUILD/tests/device-plugins${PLAIT_PLUGIN_PATH:+:$PLAIT_PLUGIN_PATH}
-fi
-NCPU=$(nproc)
-[ $DRY = 1 ] && NCPU=2
-
-left() { echo $((START + TOTAL - $(date +%s))); }
-say() { echo "$*" | tee -a "$SUMMARY"; }
-
-# part TITLE BUDGET: starts a part that may take BUDGET seconds (less if less
-# is left); returns 1 (skip it) when under 20 s would be left for it.
-part() {
-  local l
-  l=$(left)
-  PART_END=$(($(date +%s) + ($2 < l ? $2 : l)))
-  say ""
-  say "## $1"
-  # PLAIT_GPU_SESSION_SKIP="7 8": parts a shorter call leaves out, by number
-  if [[ " ${PLAIT_GPU_SESSION_SKIP:-} " = *" ${1%%.*} "* ]]; then
-    say "not run: left out by PLAIT_GPU_SESSION_SKIP"
-    return 1
-  fi
-  if [ "$l" -lt 20 ]; then
-    say "not run: only ${l}s of the session's ${TOTAL}s were left"
-    return 1
-  fi
-  echo "(budget $2 s, $l s left in the session)" >>"$SUMMARY"
-  return 0
-}
-
-# run LOG SECONDS CMD...: CMD with its output in $W/LOG, stopped after
-# min(SECONDS, what is left of the part); prints the exit status (124: timed out).
-run() {
-  local log=$W/$1 limit=$2 rc=0
-  shift 2
-  local l=$((PART_END - $(date +%s)))
-  [ "$limit" -gt "$l" ] && limit=$l
-  if [ "$limit" -lt 5 ]; then
-    echo "not started: the part's time is spent" >"$log"
-    echo 124
-    return
-  fi
-  { echo "\$ $*"; echo "(timeout ${limit}s, $(date -u +%T))"; } >"$log"
-  timeout -k 5 "$limit" "$@" >>"$log" 2>&1 || rc=$?
-  echo "(exit $rc, $(date -u +%T))" >>"$log"
-  echo $rc
-}
-
-# ctest_counts LOG: "P passed, S skipped, F failed of N" (ctest's own
-# percentage counts a skipped test as passed; with none failed, ctest
-# writes "100% tests passed out of N", without the failed count)
-ctest_counts() {
-  awk '/% tests passed, [0-9]+ tests failed out of [0-9]+$/ { f = $4; n = $NF }
-       /% tests passed out of [0-9]+$/ { f = 0; n = $NF }
-       / Passed / { p++ } /\*\*\*Skipped/ { s++ }
-       END { if (n == "") print "no ctest summary (stopped?)"; else printf "%d passed, %d skipped, %d failed of %d\n", p, s, f, n }' "$W/$1"
-}
-
-status_word() { case $1 in 0) echo ok ;; 77) echo skipped ;; 124 | 137) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
-# a peer's status: 77 is its "no PyTorch here" (scripts/peers)
-peer_status() { if [ "$1" = 77 ]; then echo "skipped: $(grep -m1 '^SKIP' "$W/$2" | cut -c7-)"; else status_word "$1"; fi; }
-
-# gpu-memory sampler: the largest memory.used nvidia-smi reports while a
-# command runs (the process's whole footprint, CUDA context included)
-smi_peak_start() {
-  SMI_LOG=$W/smi-$1.csv
-  SMI_PID=
-  command -v nvidia-smi >/dev/null || return 0
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$SMI_LOG" 2>/dev/null &
-  SMI_PID=$!
-}
-smi_peak_stop() {
-  [ -n "${SMI_PID:-}" ] || { echo "n/a"; return; }
-  kill "$SMI_PID" 2>/dev/null
-  wait "$SMI_PID" 2>/dev/null
-  sort -n "$SMI_LOG" | tail -n 1 | awk '{ printf "%.1f GB", $1 * 1048576 / 1e9 }'
-}
-
-# bench_row LOG: "ms/step tokens/s" from a `plait bench train` table
-bench_row() { awk '/^# +ms\/step/ { getline; print $1, $2; exit }' "$W/$1"; }
-# comm_row LOG: the largest size's row of a `plait bench comm` table
-comm_row() { awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/$1"; }
-# the allocator's peak from bench train's '# device' line, in GB (1e9 bytes,
-# as PyTorch's max_memory_allocated is printed beside): no CUDA context
-alloc_peak() { awk 'match($0, /: peak device memory [0-9.]+ MiB/) { split(substr($0, RSTART, RLENGTH), f, " "); printf "%.2f GB allocated", f[5] * 1048576 / 1e9; exit }' "$W/$1"; }
-peer_field() { sed -n "s/.*RESULT .*$2=\([^ ]*\).*/\1/p" "$W/$1" | tail -n 1; }
-
-: >"$SUMMARY"
-say "# plait GPU session ($( [ $DRY = 1 ] && echo "DRY RUN on $DEV: no GPU figure here" || echo "device $DEV"))"
-say ""
-say "started $(date -u '+%F %T') UTC on $(hostname), ${TOTAL}s budget; logs: $W (and all.tar.gz)"
+gpu_started "plait GPU session ($( [ $DRY = 1 ] && echo "DRY RUN on $DEV: no GPU figure here" || echo "device $DEV"))"
 
 # ---- 1. the machine --------------------------------------------------------
 if part "1. machine" 20; then
   {
-    # on the GPU machine, what --pack recorded beside the build that runs
-    # (a checkout there may carry a .git of another commit); here, git
-    { [ $DRY = 0 ] && cat "$BUILD/gpu-commit.txt" 2>/dev/null; } || git rev-parse HEAD 2>/dev/null ||
-      echo "commit unknown"
     nvidia-smi 2>&1 || echo "no nvidia-smi"
     nproc
     lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300
     "$PLAIT" plugins 2>&1 | grep -A1 -E '^device'
   } >"$W/machine.log" 2>&1
-  say "commit: $(head -n 1 "$W/machine.log")"
-  say "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none)"
-  say "CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'), $(nproc) cores"
+  gpu_machine_line
   say "device plugins: $("$PLAIT" plugins 2>&1 | grep -E '^device' | awk '{ print $2 ": " $5 }' | paste -sd';' -)"
 fi
 
@@ -504,11 +382,4 @@ if part "8. the rest of the suite at -j8 (what time is left)" 110; then
   grep -E '\*\*\*Timeout|Not Run' "$W/suite.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
 fi
 
-say ""
-say "finished $(date -u '+%T') UTC after $(($(date +%s) - START)) s"
-tar -C "$OUT" -czf "$OUT/all.tar.gz" work 2>/dev/null
-# what comes back from the device is at most 8 files, 2 folders down: the
-# summary, the archive and the main logs
-for f in gputests.log suite.log machine.log; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
-rm -rf "${W:?}"
-echo "summary: $SUMMARY"
+gpu_finish gputests.log suite.log machine.log
