@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Hugging Face transformers' LlamaForCausalLM trained on the CPU in float32
-with AdamW: the throughput peer of plait's `[model] arch = llama`.
+"""Hugging Face transformers' LlamaForCausalLM trained with AdamW: the
+throughput peer of plait's `[model] arch = llama`, on the CPU in float32, or
+on a GPU (--device cuda) in float32 or under bf16 autocast (--bf16),
+optionally torch.compile'd (--compile).
 
 Usage (any python with torch and transformers; PLAIT_TORCH_PYTHON in
-scripts/bench-llama-torch.sh names it):
+scripts/bench-llama-torch.sh names it; scripts/gpu-issues.sh runs the GPU form):
   train_llama.py --threads 2 [--n_layer 4 --n_head 4 --n_kv_head 2 --n_embd 128
                  --ffn_hidden 352 --block 128 --batch 8 --warmup 3 --steps 10]
+  train_llama.py --device cuda --bf16 --compile [the same shape options]
 
 The model is the one plait builds for the same keys (RMSNorm, rotary
 positions with rope_theta, SwiGLU of width ffn_hidden, grouped-query
@@ -19,10 +22,18 @@ the norms' weights), the global gradient norm clipped to 1.0, constant lr
 every position's next byte, computed from the logits as plait does (no
 `labels=`, which would drop the last position).
 
+On a GPU the model's weights and AdamW's state are float32 (bf16 autocast
+computes the products in bf16, as plait's `precision = bf16` does), AdamW is
+PyTorch's fused one, and each step is timed from a synchronize to a
+synchronize. A vocabulary over 256 draws the same bytes (the token values
+change no step's time).
+
 Prints one RESULT line: the median step time over --steps steps after
---warmup steps, tokens/s at that median, and FLOPs a token counted as
-`plait bench train` counts them (6N + 12·L·C·T, N the parameters). Exits 77,
-saying why, when torch or transformers cannot be imported."""
+--warmup steps, tokens/s at that median, FLOPs a token counted as
+`plait bench train` counts them (6N + 12·L·C·T, N the parameters), and on a
+GPU the allocator's peak (max_memory_allocated, in GB of 1e9 bytes). Exits
+77, saying why, when torch or transformers cannot be imported, or when
+--device cuda finds no GPU."""
 import argparse
 import math
 import os
@@ -48,6 +59,9 @@ ap.add_argument("--lr", type=float, default=3e-3)
 ap.add_argument("--corpus", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
                                                  "corpus.txt"))
 ap.add_argument("--val_fraction", type=float, default=0.1)
+ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+ap.add_argument("--bf16", action="store_true", help="bf16 autocast (float32 weights and optimizer state)")
+ap.add_argument("--compile", action="store_true", help="torch.compile the model")
 a = ap.parse_args()
 
 # before torch loads: its OpenMP and BLAS pools size themselves from these
@@ -63,6 +77,10 @@ except ImportError as e:
     print(f"SKIP: {sys.executable} cannot import torch and transformers: {e}")
     sys.exit(77)
 torch.set_num_threads(a.threads)
+if a.device == "cuda" and not torch.cuda.is_available():
+    print(f"SKIP: torch {torch.__version__} in {sys.executable} sees no CUDA device")
+    sys.exit(77)
+dev = torch.device(a.device)
 
 with open(a.corpus, "rb") as f:
     buf = f.read()
@@ -77,7 +95,7 @@ def batch():
     ix = torch.randint(len(data) - a.block - 1, (a.batch,), generator=g)
     x = torch.stack([data[i:i + a.block] for i in ix])
     y = torch.stack([data[i + 1:i + 1 + a.block] for i in ix])
-    return x, y
+    return x.to(dev), y.to(dev)
 
 
 torch.manual_seed(0)
@@ -87,24 +105,33 @@ cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.n_embd, intermediate_size=a.
                   attention_bias=False, mlp_bias=False, tie_word_embeddings=a.tied, bos_token_id=None,
                   eos_token_id=None, pad_token_id=None, use_cache=False)
 cfg._attn_implementation = a.attn
-model = LlamaForCausalLM(cfg).float()
+model = LlamaForCausalLM(cfg).float().to(dev)
 model.train()
 N = sum(p.numel() for p in model.parameters())
 decay = [p for p in model.parameters() if p.dim() >= 2]
 no_decay = [p for p in model.parameters() if p.dim() < 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                        lr=a.lr, betas=(0.9, 0.99))
+                        lr=a.lr, betas=(0.9, 0.99), **({"fused": True} if a.device == "cuda" else {}))
+run = torch.compile(model) if a.compile else model
+
+
+def sync():
+    if a.device == "cuda":
+        torch.cuda.synchronize()
 
 ts, losses = [], []
 for step in range(a.warmup + a.steps):
     x, y = batch()
+    sync()
     t0 = time.perf_counter()
-    logits = model(input_ids=x, use_cache=False).logits
-    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+    with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=a.bf16):
+        logits = run(input_ids=x, use_cache=False).logits
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
+    sync()
     dt = time.perf_counter() - t0
     losses.append(loss.item())
     if step >= a.warmup:
@@ -113,7 +140,9 @@ ts.sort()
 med = ts[len(ts) // 2]
 tok_step = a.batch * a.block
 fpt = 6 * N + 12 * a.n_layer * a.n_embd * a.block
-print(f"RESULT peer=torch-{torch.__version__}_transformers-{transformers.__version__} attn={a.attn} "
+peak = torch.cuda.max_memory_allocated() / 1e9 if a.device == "cuda" else 0.0
+mode = f"device={a.device} bf16={int(a.bf16)} compile={int(a.compile)} peak_mem_GB={peak:.2f}"
+print(f"RESULT peer=torch-{torch.__version__}_transformers-{transformers.__version__} attn={a.attn} {mode} "
       f"cfg=L{a.n_layer}_H{a.n_head}_KV{a.n_kv_head}_C{a.n_embd}_F{a.ffn_hidden}_V{a.vocab}_T{a.block}_B{a.batch} "
       f"threads={a.threads} omp_wait={os.environ.get('OMP_WAIT_POLICY', 'default')} params={N} "
       f"ms_step_median={med * 1e3:.2f} ms_step_min={ts[0] * 1e3:.2f} ms_step_max={ts[-1] * 1e3:.2f} "
