@@ -22,7 +22,11 @@
 #     every figure is noisy.
 #
 # Environment: PLAIT_BIN (build/bin/plait), BENCH_OUT (runs/bench-ckpt),
-# BENCH_ARGS (more key=value overrides for every run).
+# BENCH_ARGS (more key=value overrides for every run, after the defaults:
+# model.n_head=16 there wins), BENCH_FORMATS (the formats measured, of
+# "gathered sharded async", in that order by default), BENCH_DROP_CKPT=1
+# (each format's checkpoints removed once measured: a 1B-parameter model's
+# two formats' would fill a small disk).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLAIT_BIN=${PLAIT_BIN:-build/bin/plait}
@@ -45,11 +49,12 @@ wall() { # NAME ARGS...: run plait train, print its wall seconds
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 rows=()
-for f in gathered sharded async; do
+for f in ${BENCH_FORMATS:-gathered sharded async}; do
   case $f in
     gathered) K=(run.ckpt_format=gathered) ;;
     sharded) K=(run.ckpt_format=sharded) ;;
     async) K=(run.ckpt_format=sharded run.ckpt_async=true) ;;
+    *) echo "bench-ckpt: BENCH_FORMATS names '$f'; allowed: gathered sharded async" >&2; exit 1 ;;
   esac
   rm -rf "${OUT:?}/$f"
   w1=$(wall "$f" "${K[@]}" run.trace=2:4)
@@ -57,6 +62,7 @@ for f in gathered sharded async; do
   cp "$OUT/$f/memory.csv" "$OUT/$f.memory.csv"
   w2=$(wall "$f" "${K[@]}" run.steps=5 run.trace=5 --resume)
   rows+=("$f $w1 $w2 $(cut -d' ' -f1 /proc/loadavg)")
+  [ "${BENCH_DROP_CKPT:-0}" = 1 ] && find "$OUT/$f" -mindepth 1 -maxdepth 1 -type d -name 'ckpt-*' -exec rm -rf {} +
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
