@@ -25,8 +25,8 @@ gpu_pack() {
 # (gpu-session, gpu-issues) names the environment it reads,
 # PLAIT_<NAME>_BUDGET (seconds the parts share), PLAIT_<NAME>_SKIP (part
 # numbers to leave out) and PLAIT_<NAME>_DEVICE (the device plugin):
-# PLAIT_GPU_SESSION_BUDGET, PLAIT_GPU_SESSION_SKIP, PLAIT_GPU_SESSION_DEVICE;
-# and
+# PLAIT_GPU_SESSION_BUDGET, PLAIT_GPU_SESSION_SKIP, PLAIT_GPU_SESSION_DEVICE,
+# PLAIT_GPU_ISSUES_BUDGET, PLAIT_GPU_ISSUES_SKIP, PLAIT_GPU_ISSUES_DEVICE; and
 # the folder of a run here, runs/NAME[-dry]. Sets DRY, DEV, BUILD, PLAIT,
 # OUT, TOTAL, SKIP, PY, PEERS, W, SUMMARY, START and NCPU; exits when
 # there is no build.
