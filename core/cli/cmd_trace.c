@@ -66,7 +66,7 @@ const plait_command plait_cmd_trace = {
     "    a traced run's rank 0 does it itself: this is for a run whose rank 0 stopped\n"
     "plait trace summary FILE\n"
     "    per rank, over the traced steps: compute, exposed communication by axis\n"
-    "    (dp, tp, pp, other), waits on pipeline neighbours and idle, in ms; then the\n"
+    "    (dp, tp, pp, cp, other), waits on pipeline neighbours and idle, in ms; then the\n"
     "    largest exposed transfers (docs/trace.md)\n"
     "plait trace compare MEASURED PREDICTED\n"
     "    a run's trace beside the planner's prediction of its step (`plait plan CONFIG\n"

@@ -2,7 +2,7 @@
  * `plait trace compare MEASURED PREDICTED`: where a run's step and the
  * planner's prediction of it (`plait plan --explain LAYOUT --trace FILE`,
  * cost/predicted_trace.h) differ most. Both are split per rank as `plait
- * trace summary` splits them (step, compute, dp, tp, pp, other, wait,
+ * trace summary` splits them (step, compute, dp, tp, pp, cp, other, wait,
  * idle; ms per traced step) and every (rank, part) difference, and each
  * part's mean over the ranks, is listed largest first, with the rank's
  * pipeline stage from the predicted file.

@@ -34,6 +34,7 @@ static const struct {
     {PLAIT_TRACE_PART_DP, "dp communication", "#dd8452"},
     {PLAIT_TRACE_PART_TP, "tp communication", "#55a868"},
     {PLAIT_TRACE_PART_PP, "pp communication", "#c44e52"},
+    {PLAIT_TRACE_PART_CP, "cp communication (ring attention)", "#937860"},
     {PLAIT_TRACE_PART_OTHER, "other communication (world)", "#8172b3"},
     {PLAIT_TRACE_PART_WAIT, "bubble (waiting on a pipeline neighbour)", "#f0c808"},
 };

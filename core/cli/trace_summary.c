@@ -17,7 +17,7 @@ typedef plait_trace_event event;
 static int bucket_of(const event *e);
 
 /* The buckets of a span's own time: the parts after STEP, before IDLE. */
-enum { COMPUTE, DP, TP, PP, OTHER, WAIT, BUCKETS };
+enum { COMPUTE, DP, TP, PP, CP, OTHER, WAIT, BUCKETS };
 
 typedef struct rank_row {
     int rank, main_tid, steps;
@@ -62,6 +62,7 @@ static int axis_of(const event *e) {
     if (strcmp(e->comm, "dp") == 0) return DP;
     if (strcmp(e->comm, "tp") == 0) return TP;
     if (strcmp(e->comm, "pp") == 0 || strcmp(e->comm, "embed") == 0) return PP;
+    if (strcmp(e->comm, "cp") == 0) return CP;
     return OTHER;
 }
 
@@ -252,8 +253,8 @@ plait_status plait_trace_split_read(const char *path, plait_trace_split **out, i
     return PLAIT_OK;
 }
 
-const char *const plait_trace_part_names[PLAIT_TRACE_PARTS] = {"step", "compute", "dp",   "tp",
-                                                               "pp",   "other",   "wait", "idle"};
+const char *const plait_trace_part_names[PLAIT_TRACE_PARTS] = {"step", "compute", "dp",   "tp",  "pp",
+                                                               "cp",   "other",   "wait", "idle"};
 
 plait_status plait_trace_summary(const char *path, FILE *out) {
     enum { TOP = 5 };
@@ -266,15 +267,15 @@ plait_status plait_trace_summary(const char *path, FILE *out) {
     fprintf(out, "%s: %d rank%s; ms over each rank's traced steps (exposed communication: what the step's thread "
                  "ran or waited for)\n",
             path, n_rows, n_rows == 1 ? "" : "s");
-    fprintf(out, "%5s %6s %10s %10s %9s %9s %9s %9s %9s %9s\n", "rank", "steps", "step", "compute", "dp", "tp", "pp",
-            "other", "wait", "idle");
+    fprintf(out, "%5s %6s %10s %10s %9s %9s %9s %9s %9s %9s %9s\n", "rank", "steps", "step", "compute", "dp", "tp",
+            "pp", "cp", "other", "wait", "idle");
     for (int r = 0; r < n_rows; r++) {
         const rank_row *w = &rows[r];
         double busy = 0;
         for (int b = 0; b < BUCKETS; b++) busy += w->b[b];
         /* never clamped: the columns add up to the step */
-        fprintf(out, "%5d %6d %10.3f %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", w->rank, w->steps,
-                w->step_us / 1e3, w->b[COMPUTE] / 1e3, w->b[DP] / 1e3, w->b[TP] / 1e3, w->b[PP] / 1e3,
+        fprintf(out, "%5d %6d %10.3f %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", w->rank, w->steps,
+                w->step_us / 1e3, w->b[COMPUTE] / 1e3, w->b[DP] / 1e3, w->b[TP] / 1e3, w->b[PP] / 1e3, w->b[CP] / 1e3,
                 w->b[OTHER] / 1e3, w->b[WAIT] / 1e3, (w->step_us - busy) / 1e3);
     }
     if (top[0]) fprintf(out, "largest exposed transfers:\n");

@@ -7,7 +7,8 @@
  * forward and backward, the optimizer step), exposed communication by
  * axis (the collectives this thread ran or waited on, the plugins'
  * per-layer hooks and gradient finish as dp: dp; tp; pp with the tied
- * embedding's group; other, e.g. the step's loss over the world), waits
+ * embedding's group; cp, ring attention's waits for its K/V and dK/dV
+ * transfers; other, e.g. the step's loss over the world), waits
  * on pipeline neighbours, and idle (the rest: bookkeeping, data, the gaps
  * between spans), as metrics.csv splits a step (docs/trace.md). Then the
  * largest exposed transfers of the job.
@@ -30,6 +31,7 @@ enum {
     PLAIT_TRACE_PART_DP,
     PLAIT_TRACE_PART_TP,
     PLAIT_TRACE_PART_PP,
+    PLAIT_TRACE_PART_CP,
     PLAIT_TRACE_PART_OTHER,
     PLAIT_TRACE_PART_WAIT,
     PLAIT_TRACE_PART_IDLE,

@@ -69,7 +69,7 @@ static pspan span(int tid, double t0, double t1, const char *cat, const char *na
  * its input half and weight half), the TP all-reduces ending a forward or
  * a backward's input half, one pipeline send. */
 typedef struct stage_times {
-    double fwd, bwd, bwd_input, bwd_weight, tp, send, tp_bytes, send_bytes;
+    double fwd, bwd, bwd_input, bwd_weight, tp, cp, send, tp_bytes, send_bytes;
 } stage_times;
 
 static stage_times times_of(const sim *x, int s) {
@@ -89,6 +89,8 @@ static stage_times times_of(const sim *x, int s) {
     o.bwd_weight = o.fwd;
     o.bwd_input = o.bwd - o.bwd_weight;
     if (busy->tp_msgs > 0) o.tp = t->tp_s * st->tp_msgs / busy->tp_msgs / (2 * mv);
+    /* ring attention's exposed transfers (cp > 1), inside the layers' forward and backward */
+    if (busy->cp_passes > 0) o.cp = t->cp_s * st->cp_passes / busy->cp_passes / (2 * mv);
     double wire = t->wire_bytes > 0 ? t->wire_bytes : b.message; /* what the step time counted */
     o.tp_bytes = wire * st->tp_msg_elems;
     if (busy->pp_msgs > 0) o.send = t->pp_s / busy->pp_msgs;
@@ -118,12 +120,14 @@ static int step_stage(sim *x, int s) {
                                         [PLAIT_INSTR_BACKWARD_INPUT] = "backward_input",
                                         [PLAIT_INSTR_BACKWARD_WEIGHT] = "backward_weight"};
     double work = fwd ? tt.fwd : in->op == PLAIT_INSTR_BACKWARD_INPUT ? tt.bwd_input : weight ? tt.bwd_weight : tt.bwd;
-    double tp = weight ? 0 : tt.tp;
-    double end = t + work + tp;
+    double tp = weight ? 0 : tt.tp, cp = weight ? 0 : tt.cp;
+    double end = t + work + cp + tp;
     pspan c = span(MAIN_TID, t, end, "compute", names[in->op], NULL, NULL);
     c.mb = mb;
     c.chunk = chunk;
     add(x, s, c);
+    if (cp > 0)
+        add(x, s, span(MAIN_TID, end - tp - cp, end - tp, "wait", fwd ? "wait cp K/V" : "wait cp dK/dV", "cp", NULL));
     if (tp > 0) {
         pspan a = span(MAIN_TID, end - tp, end, "coll", fwd ? "allreduce tp (forward)" : "allreduce tp (backward)",
                        "tp", "predicted");

@@ -199,6 +199,11 @@ int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_la
  * executor shares their slots (cost/stages.c, cost/rank_cost.c). Pure. */
 int plait_model_layer_kind(int32_t l, int32_t n_layer, int sparse);
 
+/* Nanoseconds this model's ring attention (cp > 1) spent blocked on its
+ * K/V and dK/dV transfers since the last call, the count then reset: the
+ * step's exposed cp communication. 0 at cp = 1. Not thread-safe. */
+uint64_t plait_model_take_cp_wait_ns(plait_model *m);
+
 /* Context parallelism: keep, in place, cp rank cp_rank's two chunks (cp_rank
  * and 2cp-1-cp_rank of 2cp) of each of the B rows of `seq` [B, T_local·cp]
  * (tokens or targets): [B, T_local] on return, what set_batch takes. */

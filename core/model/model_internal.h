@@ -369,6 +369,7 @@ struct plait_model {
      * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
     int32_t cp, cp_rank;
     plait_comm *cp_comm;
+    uint64_t cp_wait_ns; /* blocked in ring attention's waits since the last take */
     /* expert parallelism (moe.c): this rank holds experts ep_rank·E/ep ..
      * of E, from the expert tensors' shard; ep = 1 without */
     int32_t ep, ep_rank;

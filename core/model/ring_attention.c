@@ -41,6 +41,7 @@
 #include "comm/comm.h"
 #include "device/device.h"
 #include "runtime/error.h"
+#include "runtime/trace.h"
 
 enum { TAG_KV_FWD = 1, TAG_KV_BWD = 2, TAG_DKV = 3 };
 
@@ -119,6 +120,12 @@ static plait_status ring_open(plait_model *m, int32_t layer, int bf16, int64_t N
     return PLAIT_OK;
 }
 
+uint64_t plait_model_take_cp_wait_ns(plait_model *m) {
+    const uint64_t ns = m->cp_wait_ns;
+    m->cp_wait_ns = 0;
+    return ns;
+}
+
 void plait_ring_attention_free(plait_model *m) {
     plait_device_free(m->ring_mem);
     m->ring_mem = NULL;
@@ -153,9 +160,22 @@ static plait_status ring_post(ring *r, int i, int is_send, void *buf, uint32_t t
     return st == PLAIT_OK ? PLAIT_OK : ring_error(r, st, is_send ? "posting a send" : "posting a receive");
 }
 
+/* Wait for request slot i. The time blocked is the ring's exposed
+ * communication: one pair of clock readings is both the model's count
+ * (plait_model_take_cp_wait_ns, which the step's split adds to its
+ * communication) and the trace's `wait` span on the cp communicator. */
 static plait_status ring_wait(ring *r, int i) {
     if (!r->req[i]) return PLAIT_OK;
+    const uint64_t t0 = plait_clock_now_ns();
     plait_status st = plait_request_wait(r->req[i]);
+    const uint64_t t1 = plait_clock_now_ns();
+    r->m->cp_wait_ns += t1 - t0;
+    if (plait_trace_on()) {
+        plait_trace_args ta = PLAIT_TRACE_ARGS;
+        ta.comm = "cp";
+        ta.layer = r->layer;
+        plait_trace_span(PLAIT_TRACE_WAIT, i < 2 ? "wait cp K/V" : "wait cp dK/dV", t0, t1, &ta);
+    }
     r->req[i] = NULL;
     return st == PLAIT_OK
                ? PLAIT_OK

@@ -64,6 +64,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     /* one clock read for the step's time and its span (the trace and
      * metrics.csv split the same intervals) */
     uint64_t t0 = plait_clock_now_ns();
+    if (run->model.instance) (void)plait_model_take_cp_wait_ns(run->model.instance); /* not an evaluation's */
     char step_name[32];
     snprintf(step_name, sizeof step_name, "step %lld", (long long)run->step + 1);
     int nvtx = plait_trace_range_push(step_name);
@@ -560,6 +561,9 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
 
 /* The parallel plugin's traffic and waits of the step, and the optimizer's. */
 static void take_plugin_stats(plait_run *run, const plait_optim_step_out *out, plait_step_result *res) {
+    /* ring attention's waits block inside forward/backward too (cp > 1):
+     * the model's count, the readings of its trace spans */
+    if (run->model.instance) res->t.comm_s += 1e-9 * (double)plait_model_take_cp_wait_ns(run->model.instance);
     res->lr = out->lr;
     res->grad_norm = out->grad_norm;
     res->t.optim_bytes = out->bytes_sent;

@@ -18,8 +18,9 @@
 typedef struct plait_step_timing {
     double step_s;       /* wall time of the whole step */
     double compute_s;    /* the rest: forward, backward, optimizer arithmetic, bookkeeping */
-    double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP, the
-                          * optimizer step's waits, the loss all-reduce) */
+    double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP, ring
+                          * attention's cp transfers, the optimizer step's waits, the loss
+                          * all-reduce) */
     double idle_s;       /* blocked waiting for pipeline neighbours (the bubble) */
     double tp_s;         /* of comm_s: blocked in TP all-reduces inside forward/backward */
     /* The pipeline phase (schedule start to REDUCE_GRADS): this rank's busy

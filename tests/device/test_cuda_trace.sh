@@ -48,7 +48,7 @@ python3 "$PLAIT_SOURCE_DIR/tests/device/trace_device_check.py" "$T" 1 || fail "t
   >"$W/dp2.out" 2>&1 || fail "the traced dp 2 run failed: $(tail -5 "$W/dp2.out")"
 python3 "$PLAIT_SOURCE_DIR/tests/device/trace_device_check.py" "$W/dp2/trace.json" 2 --comm || fail "dp 2: the device's spans"
 "$PLAIT_BIN" trace summary "$T" >"$W/summary.out" 2>&1 || fail "summary: $(cat "$W/summary.out")"
-awk '$1 == 0 && $2 == 1 && NF == 10 { s = 0; for (i = 4; i <= 10; i++) s += $i; ok = (s - $3 < 0.01 && $3 - s < 0.01) }
+awk '$1 == 0 && $2 == 1 && NF == 11 { s = 0; for (i = 4; i <= 11; i++) s += $i; ok = (s - $3 < 0.01 && $3 - s < 0.01) }
   END { exit !ok }' "$W/summary.out" || fail "the summary's row does not add up: $(cat "$W/summary.out")"
 rm -rf "${W:?}"
 echo "PASS"

@@ -23,9 +23,9 @@ python3 "$PLAIT_SOURCE_DIR/tests/e2e/trace_check.py" "$out/trace.json" 4 2 3 || 
 for r in 0 1 2 3; do
   grep -Eq "^ +$r +2 +[0-9.]+ +[0-9.]+ " "$E2E_WORK/summary.out" || fail "summary has no row for rank $r: $(cat "$E2E_WORK/summary.out")"
 done
-# step = compute + dp + tp + pp + other + wait + idle, idle never below 0
-awk '$1 ~ /^[0-9]+$/ && $2 == 2 && NF == 10 { s = 0; for (i = 4; i <= 10; i++) s += $i
-  if (s - $3 > 0.01 || $3 - s > 0.01 || $10 < -0.01) { print; bad = 1 } } END { exit bad }' "$E2E_WORK/summary.out" ||
+# step = compute + dp + tp + pp + cp + other + wait + idle, idle never below 0
+awk '$1 ~ /^[0-9]+$/ && $2 == 2 && NF == 11 { s = 0; for (i = 4; i <= 11; i++) s += $i
+  if (s - $3 > 0.01 || $3 - s > 0.01 || $11 < -0.01) { print; bad = 1 } } END { exit bad }' "$E2E_WORK/summary.out" ||
   fail "summary rows that do not add up: $(cat "$E2E_WORK/summary.out")"
 grep -q "^largest exposed transfers:" "$E2E_WORK/summary.out" || fail "summary names no transfer"
 

@@ -2,19 +2,22 @@
 # `plait bench train` with [run] trace: the trace of the chosen step is
 # written, and the bench's split of that step (the slowest rank's step,
 # compute, communication, idle: its --csv row) is the trace summary's row
-# of the same rank: comm = dp + tp + pp + other, idle = wait, compute =
+# of the same rank: comm = dp + tp + pp + cp + other, idle = wait, compute =
 # compute + idle; the step and idle within the files' rounding (0.001 ms),
 # read from the same clock readings, compute and communication within 1%
-# of the step (below). Two layouts: DP with TP (the layers'
+# of the step (below). Three layouts: DP with TP (the layers'
 # TP all-reduces, the gradient buckets, the optimizer's norm), DP with PP
-# (waits on pipeline neighbours, the tied embedding's group). Then `plait
+# (waits on pipeline neighbours, the tied embedding's group), DP with CP
+# (ring attention's waits for its K/V and dK/dV transfers, in the cp
+# column, inside the layers' forward and backward). Then `plait
 # trace compare` sets the trace beside the planner's prediction of the
 # layout (plan --explain --trace): each part's mean and every rank. A
 # step range outside the bench's steps is refused.
 source "$(dirname "$0")/lib.sh"
-for spec in "dp2 tp2 pp1" "dp2 tp1 pp2"; do
-  read -r dp tp pp <<<"$spec"
-  layout="parallel.dp=${dp#dp} parallel.tp=${tp#tp} parallel.pp=${pp#pp}"
+for spec in "dp2 tp2 pp1" "dp2 tp1 pp2" "dp2 tp1 pp1 cp2"; do
+  read -r dp tp pp cp <<<"$spec"
+  layout="parallel.dp=${dp#dp} parallel.tp=${tp#tp} parallel.pp=${pp#pp} parallel.cp=${cp:-cp1}"
+  layout=${layout/parallel.cp=cp/parallel.cp=}
   name=${spec// /}
   out=$E2E_WORK/$name
   rm -rf "$out" && mkdir -p "$out"
@@ -23,18 +26,21 @@ for spec in "dp2 tp2 pp1" "dp2 tp1 pp2"; do
   grep -q "^trace of steps 2 to 2: $out/trace.json (4 ranks" "$out/bench.out" ||
     fail "$layout: bench train wrote no trace: $(tail -n 20 "$out/bench.out")"
   "$PLAIT_BIN" trace summary "$out/trace.json" >"$out/summary.out" 2>&1 || fail "$layout: summary: $(cat "$out/summary.out")"
-  python3 - "$out/bench.csv" "$out/summary.out" <<'PY' || fail "$layout: the bench's split and the trace's differ: $(cat "$out/bench.csv" "$out/summary.out")"
+  python3 - "$out/bench.csv" "$out/summary.out" "${cp:-cp1}" <<'PY' || fail "$layout: the bench's split and the trace's differ: $(cat "$out/bench.csv" "$out/summary.out")"
 import csv, sys
 row = list(csv.DictReader(open(sys.argv[1])))[-1]
 bench = {k: float(row[k]) for k in ("ms_per_step", "compute_ms", "comm_ms", "idle_ms")}
 rows = []
 for line in open(sys.argv[2]):
     f = line.split()
-    if len(f) == 10 and f[0].isdigit():
-        rank, steps, step, compute, dp, tp, pp, other, wait, idle = int(f[0]), int(f[1]), *map(float, f[2:])
+    if len(f) == 11 and f[0].isdigit():
+        rank, steps, step, compute, dp, tp, pp, cp, other, wait, idle = int(f[0]), int(f[1]), *map(float, f[2:])
         assert steps == 1, line
-        rows.append({"ms_per_step": step, "compute_ms": compute + idle, "comm_ms": dp + tp + pp + other, "idle_ms": wait})
+        rows.append({"ms_per_step": step, "compute_ms": compute + idle, "comm_ms": dp + tp + pp + cp + other,
+                     "idle_ms": wait, "cp": cp})
 assert len(rows) == 4, rows
+# ring attention's waits are the cp column's, and only a cp layout has any
+assert all((r["cp"] > 0) == (sys.argv[3] != "cp1") for r in rows), (sys.argv[3], rows)
 # the bench reports the slowest rank's step, split as that rank split it.
 # The step and the idle time are the same clock readings as the spans:
 # equal to the files' rounding. Compute and communication differ by a few
@@ -54,7 +60,7 @@ PY
     parallel.plugin=hybrid >"$out/plan.out" 2>&1 || fail "$layout: plan --trace: $(tail -n 5 "$out/plan.out")"
   "$PLAIT_BIN" trace compare "$out/trace.json" "$out/pred.json" >"$out/compare.out" 2>&1 ||
     fail "$layout: compare: $(cat "$out/compare.out")"
-  [ "$(grep -cE '^all +- +[a-z]+ +[0-9.]+ +-?[0-9.]+ +[-+][0-9.]+ ' "$out/compare.out")" -eq 8 ] ||
+  [ "$(grep -cE '^all +- +[a-z]+ +[0-9.]+ +-?[0-9.]+ +[-+][0-9.]+ ' "$out/compare.out")" -eq 9 ] ||
     fail "$layout: compare's parts: $(cat "$out/compare.out")"
   for r in 0 1 2 3; do grep -Eq "^$r +[0-9]+ +[a-z]+ " "$out/compare.out" || fail "$layout: compare names no rank $r"; done
 done

@@ -44,13 +44,13 @@ for key, track in per.items():
         ends.append(e["ts"] + e["dur"])
 PY
 "$PLAIT_BIN" trace summary "$pred" >"$E2E_WORK/summary.out" 2>&1 || fail "summary: $(cat "$E2E_WORK/summary.out")"
-# rank step compute dp tp pp other wait idle
-awk '$1 ~ /^[0-9]+$/ && NF == 10 { n++
-  if ($5 != 0 || $6 <= 0 || $7 <= 0 || ($1 < 2 && $9 <= 0)) { print; bad = 1 } } END { exit bad || n != 4 }' \
+# rank step compute dp tp pp cp other wait idle
+awk '$1 ~ /^[0-9]+$/ && NF == 11 { n++
+  if ($5 != 0 || $6 <= 0 || $7 <= 0 || $8 != 0 || ($1 < 2 && $10 <= 0)) { print; bad = 1 } } END { exit bad || n != 4 }' \
   "$E2E_WORK/summary.out" || fail "predicted parts: $(cat "$E2E_WORK/summary.out")"
 
 "$PLAIT_BIN" trace compare "$pred" "$pred" >"$E2E_WORK/same.out" 2>&1 || fail "compare: $(cat "$E2E_WORK/same.out")"
-[ "$(grep -cE '^(all|[0-3]) +[-0-9]+ +[a-z]+ ' "$E2E_WORK/same.out")" -eq 32 ] || fail "compare rows: $(cat "$E2E_WORK/same.out")"
+[ "$(grep -cE '^(all|[0-3]) +[-0-9]+ +[a-z]+ ' "$E2E_WORK/same.out")" -eq 33 ] || fail "compare rows: $(cat "$E2E_WORK/same.out")"
 grep -E '^(all|[0-3]) ' "$E2E_WORK/same.out" | awk '$6 != "+0.000" && $6 != "-0.000" { bad = 1 } END { exit bad }' ||
   fail "a trace differs from itself: $(cat "$E2E_WORK/same.out")"
 grep -Eq "^2 +1 " "$E2E_WORK/same.out" || fail "compare does not name rank 2's stage 1: $(cat "$E2E_WORK/same.out")"
