@@ -22,14 +22,17 @@
 #     label cuda_emu): its kernels, memory and GEMM plumbing with real bf16
 #     operand rounding and bf16 activations (the start-up line says so), no GPU. The emulator runs a GPU thread per element
 #     (~40x slower than the cpu device), so: 20 steps of 2 sequences, bf16
-#     windows of 5 steps.
+#     windows of 5 steps, the second deterministic run the first window's
+#     steps on the first run's schedule (optim.lr_decay_steps), its losses
+#     and checkpoints bit-identical to the first run's at step 5.
 #   test_gpu_training.sh MODE llama     the same for llama-tiny (RMSNorm,
 #     rotary positions, SwiGLU, grouped-query attention: the cuda device's
 #     Llama kernels): fp32 within 1e-4 of the cpu curve at every step, a bf16
 #     run (bf16 activations: the Llama kernels' bf16 forms, core/model/
 #     llama_bf16.c) within 2% over windows, two deterministic bf16 runs
 #     bit-identical. On a GPU 100 steps; on the emulator 4 steps of
-#     2 sequences of 96 tokens (two attention tiles), windows of 2 steps.
+#     2 sequences of 96 tokens (two attention tiles), windows of 2 steps
+#     (the second deterministic run 2 steps, as gpt's its first window).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -79,16 +82,18 @@ window_rel() {
       exit worst > tol }'
 }
 
-# bit_identical A B: every loss printed the same and the final model and
-# optimizer checkpoints equal byte for byte (cmp).
+# bit_identical A B N: B ran steps 1..N, and each of its losses was printed
+# the same as A's at that step; its final model and optimizer checkpoints
+# equal A's at step N byte for byte (cmp). A may run longer on the same
+# schedule (optim.lr_decay_steps), a checkpoint at step N among its own.
 bit_identical() {
-  [ "$(column "$1" loss | grep -c .)" -gt 0 ] || { echo "$1 has no steps"; return 1; }
-  cmp -s <(column "$1" loss) <(column "$2" loss) || { echo "losses of $1 and $2 differ"; return 1; }
-  local f
+  local n=$3 f
+  [ "$(column "$2" step | tr '\n' ' ')" = "$(seq -s ' ' 1 "$n") " ] || { echo "$2 did not run steps 1..$n once each"; return 1; }
+  cmp -s <(column "$1" loss | head -n "$n") <(column "$2" loss) || { echo "losses of $1 and $2 differ"; return 1; }
   for f in model.safetensors optim.safetensors; do
-    cmp "$(last_ckpt "$1")/$f" "$(last_ckpt "$2")/$f" || { echo "$f of $1 and $2 differ"; return 1; }
+    cmp "$E2E_WORK/$1/$(printf 'ckpt-%08d' "$n")/$f" "$(last_ckpt "$2")/$f" || { echo "$f of $1 and $2 differ"; return 1; }
   done
-  echo "$1 and $2: $(column "$1" loss | grep -c .) losses and both checkpoints bit-identical"
+  echo "$1 and $2: $n losses and both checkpoints bit-identical"
 }
 
 # expect_fail WHAT CMD...: CMD must fail (a check that cannot fail proves nothing).
@@ -123,15 +128,33 @@ if [ "$MODEL" = llama ]; then
   [ "$MODE" != selfcheck ] || fail "the self-check is the gpt arch's"
   if [ "$MODE" = emu ]; then STEPS=4 WIN=2 EXTRA=(data.global_batch=2 model.block_size=96); else STEPS=100; fi
 fi
+# The second deterministic run's steps (BIT): on the emulator its first
+# window of steps, on the same schedule as the first run's (lr_decay_steps),
+# compared with the first run's checkpoint at that step; elsewhere every step.
+BIT=$STEPS
+[ "$MODE" = emu ] && BIT=$WIN
 S=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off "${EXTRA[@]}")
-# one-process runs two at a time (the emulator's run on one core): the two
-# deterministic runs side by side also show they do not depend on what
-# else the machine runs
+L=(run.eval_every=0 "run.ckpt_every=$BIT" "run.keep_checkpoints=$((STEPS / BIT + 1))" run.progress=off "${EXTRA[@]}"
+  "optim.lr_decay_steps=$STEPS" device.plugin=$DEV run.precision=$LOW run.deterministic=true)
+# one-process runs side by side (the emulator's run on one core; the cpu
+# device's take a fraction of its time): each deterministic run beside
+# others also shows they do not depend on what else the machine runs
 train cpu "${S[@]}" device.plugin=cpu run.precision=fp32 &
 train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP &
+train dev_low_a "${L[@]}" "run.steps=$STEPS" &
 joined
-train dev_low_a "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true &
-train dev_low_b "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true &
+train dev_low_b "${L[@]}" "run.steps=$BIT" &
+# bf16 activations compute the head a chunk of rows at a time (gpt_bf16.c):
+# a vocabulary of 4,096 leaves 128-wide rows room for 64 logit rows a chunk,
+# so the 2 x 128 rows of a micro-batch take 4 chunks
+CHUNKS=
+if [ "$LOW" = bf16 ] && [ "$MODEL" = gpt ]; then
+  CHUNKS=1
+  C=("run.steps=$WIN" run.eval_every=0 "run.ckpt_every=$WIN" run.progress=off "${EXTRA[@]}" model.vocab_size=4096
+    data.global_batch=2)
+  train cpu_chunks "${C[@]}" device.plugin=cpu run.precision=fp32 &
+  train dev_chunks "${C[@]}" device.plugin=$DEV run.precision=bf16 &
+fi
 joined
 # a bf16 run on the cuda device stores its activations in bf16 (the
 # model's bf16 path, not float32 activations with converted operands), the
@@ -143,16 +166,8 @@ fi
 max_rel dev_fp32 cpu 1e-4 || fail "$DEV $FP is not within 1e-4 of the cpu loss curve"
 max_rel dev_low_a cpu 1 || true # for the log: single steps of bf16 differ by up to ~3% on the CPU
 window_rel dev_low_a cpu 2e-2 "$WIN" || fail "$DEV $LOW is not within 2% of the cpu loss curve (means of $WIN steps)"
-bit_identical dev_low_a dev_low_b || fail "two $DEV $LOW runs in deterministic mode differ"
-# bf16 activations compute the head a chunk of rows at a time (gpt_bf16.c):
-# a vocabulary of 4,096 leaves 128-wide rows room for 64 logit rows a chunk,
-# so the 2 x 128 rows of a micro-batch take 4 chunks
-if [ "$LOW" = bf16 ] && [ "$MODEL" = gpt ]; then
-  C=("run.steps=$WIN" run.eval_every=0 "run.ckpt_every=$WIN" run.progress=off "${EXTRA[@]}" model.vocab_size=4096
-    data.global_batch=2)
-  train cpu_chunks "${C[@]}" device.plugin=cpu run.precision=fp32 &
-  train dev_chunks "${C[@]}" device.plugin=$DEV run.precision=bf16 &
-  joined
+bit_identical dev_low_a dev_low_b "$BIT" || fail "two $DEV $LOW runs in deterministic mode differ"
+if [ -n "$CHUNKS" ]; then
   grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||
     fail "the head did not run in 4 chunks: $(grep 'activations' "$E2E_WORK/dev_chunks.out")"
   window_rel dev_chunks cpu_chunks 2e-2 "$WIN" || fail "$DEV bf16 with the head in chunks is not within 2% of the cpu"
@@ -178,13 +193,13 @@ if [ "$MODE" = selfcheck ]; then
   expect_fail "a missing step" max_rel short cpu 1e-4
   # shellcheck disable=SC2016
   fake digit dev_low_b '{ if (NR == 5) $c = $c "1"; print }'
-  expect_fail "one loss differing in an added last digit" bit_identical dev_low_a digit
+  expect_fail "one loss differing in an added last digit" bit_identical dev_low_a digit "$BIT"
   rm -rf "${E2E_WORK:?}/byte" && cp -r "$E2E_WORK/dev_low_b" "$E2E_WORK/byte"
   f=$(last_ckpt byte)/optim.safetensors
   size=$(stat -c %s "$f")
   byte=$(od -An -tu1 -j $((size - 3)) -N1 "$f")
   printf '%b' "\\x$(printf %02x $(((byte + 1) % 256)))" | dd of="$f" bs=1 seek=$((size - 3)) conv=notrunc status=none
-  expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte
+  expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte "$BIT"
   echo "self-check: the comparisons pass on sim ($STEPS steps) and catch every wrong curve"
 else
   echo "$DEV $MODEL: $STEPS steps fp32 within 1e-4 and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
