@@ -5,7 +5,9 @@
 #   test_moe_ep_device.sh emu   on cuda_emu, the cuda plugin's own source on
 #     the CPU emulator (tests/cuda_emu; label cuda_emu): configs/moe-tiny.ini
 #     (8 experts, top 2) cut to 2 blocks and a sequence of 32, float32,
-#     deterministic, one micro-batch a rank. On the device, ep 2 at dp 2 and
+#     deterministic, one micro-batch a rank, 2 steps a run (the bits of a
+#     step's update and the next step's forward on it; ZeRO-2's runs 4, the
+#     resume starting from their step-2 checkpoint). On the device, ep 2 at dp 2 and
 #     ep 4 at dp 4 give ep 1's losses, routes per expert and final parameters
 #     bit for bit, as does the llama arch with a shared expert at ep 2 (the
 #     CPU's rule, docs/parallelism.md "Exactness", on the device); ZeRO-2 and
@@ -25,7 +27,7 @@ source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 source "$PLAIT_SOURCE_DIR/tests/device/cuda_mode.sh"
 cuda_device "${1:-}" "test_moe_ep_device.sh emu|gpu"
 CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
-S=(run.steps=4 run.eval_every=0 run.ckpt_every=2 run.progress=off run.precision=fp32 run.deterministic=true
+S=(run.steps=2 run.eval_every=0 run.ckpt_every=2 run.progress=off run.precision=fp32 run.deterministic=true
   model.n_layer=2 model.block_size=32 data.micro_batch=1 "data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
   comm.plugin=tcp "device.plugin=$DEV")
 # routes A B: metrics.csv's moe_tokens_* columns agree, every step
@@ -82,17 +84,17 @@ echo "bf16 at ep 2 with recompute selective and full on $DEV: recompute none's b
 train bf16_zero2_ep2 "${S[@]}" data.global_batch=2 parallel.dp=2 run.precision=bf16 parallel.ep=2 optim.plugin=zero2
 same_losses bf16_ep2 bf16_zero2_ep2 0
 echo "bf16 at ep 2 under zero2's sharded masters on $DEV: adam's losses"
-ep_case zero2 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero2
+ep_case zero2 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero2 run.steps=4
 ep_case zero3 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero3
 # ZeRO-2 at ep 2 saving sharded checkpoints; its step-2 one resumed at ep 1
 # (saving gathered, as the reference): steps 3-4 as ep 1's own
-train zs2 "${S[@]}" data.global_batch=2 parallel.dp=2 optim.plugin=zero2 parallel.ep=2 run.ckpt_format=sharded
+train zs2 "${S[@]}" data.global_batch=2 parallel.dp=2 optim.plugin=zero2 parallel.ep=2 run.ckpt_format=sharded run.steps=4
 grep -q "shard-00001" "$E2E_WORK/zs2/ckpt-00000002/index.json" ||
   fail "zero2 at ep 2 saved no sharded checkpoint: $(ls "$E2E_WORK/zs2/ckpt-00000002")"
 same_losses zero2_ep1 zs2 0
 cp -r "$E2E_WORK/zs2" "$E2E_WORK/to1"
 rm -r "$E2E_WORK/to1/ckpt-00000004"
-train to1 "${S[@]}" data.global_batch=2 parallel.dp=2 optim.plugin=zero2 --resume
+train to1 "${S[@]}" data.global_batch=2 parallel.dp=2 optim.plugin=zero2 run.steps=4 --resume
 grep -q "resuming from $E2E_WORK/to1/ckpt-00000002" "$E2E_WORK/to1.out" || fail "to1 did not resume from step 2"
 same_losses zero2_ep1 to1 0
 same_params zero2_ep1 to1 bits
