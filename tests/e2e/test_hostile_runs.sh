@@ -234,13 +234,16 @@ train_refused typo "--resume: $E2E_WORK/typo/run does not exist (nothing to resu
 # --- 8. the disk fills during a checkpoint
 # [comm] timeout is an hour: ranks that waited for it to notice the failure
 # would meet `timeout 200` (exit 124) and say they timed out; the job must
-# end on the failed write itself, naming it.
+# end on the failed write itself, naming it. No progress line: its MFU
+# would measure the GEMM rate first, seconds of both cores, and again at
+# every run while the machine is busy (docs/cpu.md).
 full=$E2E_WORK/full
 mkdir -p "$full"
 if mount -t tmpfs -o size=6m tmpfs "$full" 2>/dev/null; then
   start=$SECONDS rc=0
   (cd "$PLAIT_SOURCE_DIR" && timeout 200 "$PLAIT_BIN" train configs/gpt-tiny.ini -n 2 parallel.plugin=hybrid \
-    parallel.pp=2 run.steps=2 run.ckpt_every=2 comm.timeout=3600 "run.out_dir=$full/run") >"$E2E_WORK/full.out" 2>&1 || rc=$?
+    parallel.pp=2 run.steps=2 run.ckpt_every=2 comm.timeout=3600 run.progress=off "run.out_dir=$full/run") \
+    >"$E2E_WORK/full.out" 2>&1 || rc=$?
   took=$((SECONDS - start))
   umount "$full"
   [ $rc -ne 0 ] || fail "disk full: plait train exited 0"
