@@ -20,17 +20,20 @@
 #   test_offload_device.sh emu    the same on cuda_emu, the cuda plugin's own
 #     source on the CPU emulator (label cuda_emu), its runs of about 40 s
 #     each cut to adam with offload = host (overlapped and synchronous
-#     copies) and ZeRO-3's parameters on one rank, 2 steps; and adam with
+#     copies) and ZeRO-3's parameters on one rank, 2 steps of 2 micro-batches
+#     (accumulated, as the sim's 8 are); and adam with
 #     offload = host once more with the emulator eager and its copies to
 #     the device slowed, its record of queued work read: the copies back
 #     run beside the next forward, each layer's forward after its own.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 DEV=sim STEPS=3 layouts=("adam|" "adam2|parallel.dp=2" "zero2|parallel.dp=2 optim.plugin=zero2") modes=(host nvme)
-[ "${1:-}" = emu ] && DEV=cuda_emu STEPS=2 layouts=("adam|") modes=(host)
+BATCH=8
+[ "${1:-}" = emu ] && DEV=cuda_emu STEPS=2 BATCH=2 layouts=("adam|") modes=(host)
 mkdir -p "$E2E_WORK/disk"
 D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true data.micro_batch=1
-  run.precision=fp32 "device.plugin=$DEV" optim.offload_buffer=64K "optim.offload_path=$E2E_WORK/disk")
+  "data.global_batch=$BATCH" run.precision=fp32 "device.plugin=$DEV" optim.offload_buffer=64K
+  "optim.offload_path=$E2E_WORK/disk")
 
 train_refused cpu_host "offload = host: this device's memory is host memory" run.steps=1 device.plugin=cpu \
   optim.offload=host "run.out_dir=$E2E_WORK/cpu_host"
