@@ -14,10 +14,10 @@
 #     differing in one byte rejected.
 #   test_gpu_layouts.sh emu        the GPU's layouts (no nccl) on cuda_emu, the
 #     cuda plugin's own source on the CPU emulator (tests/cuda_emu; label
-#     cuda_emu), every rank with its own emulated GPU 0; plus dp 2 with zero3
-#     (sharded optimizer, gathered parameters, the exact norm's accumulators
-#     merged across ranks) bit-identical to one rank with adam, and pp 2
-#     under zero-bubble.
+#     cuda_emu), 2 steps of 4 sequences, every rank with its own emulated
+#     GPU 0; plus dp 2 with zero3 (sharded optimizer, gathered parameters,
+#     the exact norm's accumulators merged across ranks) bit-identical to
+#     one rank with adam, and pp 2 under zero-bubble.
 #   On the emulator make test runs two layouts of each list (sample_cases in
 #     tests/e2e/lib.sh: the commit chooses which), make test-all every one.
 #   On the GPU and the emulator also bf16 (bf16 activations): dp 2, dp 2
@@ -48,6 +48,9 @@ else
 fi
 D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true
   data.micro_batch=1 run.precision=fp32 parallel.plugin=hybrid "device.plugin=$DEV")
+# the emulator's steps of 4 sequences, not gpt-tiny's 8: still 2 micro-batches
+# accumulated on a rank of dp 2 and 4 in flight at pp 2
+[ "$MODE" = emu ] && D+=(data.global_batch=4)
 # the one-rank references side by side (one process each)
 train one "${D[@]}" comm.plugin=tcp &
 B=("${D[@]}" run.precision=bf16)
