@@ -9,13 +9,17 @@
  *
  * Work items are (batch, head) in the forward and (batch, key/value head)
  * in the backward: an item writes only its own rows, so the items run on
- * any threads and any thread count gives the same bits.
+ * any threads and any thread count gives the same bits. The items are
+ * compiled for AVX-512, AVX2 and the baseline and chosen at run time
+ * (simd_clones.h); their sums are written so that each clone adds in the
+ * same order (dot's eight lanes), so the bits do not depend on the ISA.
  */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_pool.h"
+#include "kernels/simd_clones.h"
 
 enum { TILE = 128 }; /* keys scored at once: a row's scores stay on the stack */
 
@@ -33,10 +37,18 @@ static int64_t visible(const ring_job *jb, int64_t t, int j) {
     return k < q ? c : k == q ? t % c + 1 : 0;
 }
 
-static float dot(const float *a, const float *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+/* a·b over n: eight running sums, lane j taking the elements j mod 8, then
+ * summed pairwise in a fixed order (and the tail last), so the compiler
+ * keeps the lanes in one vector register while the bits depend on n
+ * alone, not on the ISA the clone runs on */
+static inline float dot(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    float tail = 0.0f;
+    for (; i < n; i++) tail += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
 }
 
 /* A pass's shapes and inputs; each entry adds its own buffers. */
@@ -53,7 +65,7 @@ static ring_job job_of(const plait_ring_block *blk, int64_t T, int64_t NH, int64
                       .kv = kv};
 }
 
-static void forward_item(void *ctx, int64_t item) {
+PLAIT_SIMD_CLONES static void forward_item(void *ctx, int64_t item) {
     const ring_job *jb = ctx;
     const int64_t T = jb->T, HS = jb->HS, c = T / 2, group = jb->NH / jb->NKV;
     const int64_t b = item / jb->NH, h = item % jb->NH, kh = h / group;
@@ -116,7 +128,20 @@ void plait_k_ring_attention_finish(float *out, float *mx, const float *l, int64_
             }
 }
 
-static void backward_item(void *ctx, int64_t item) {
+/* One (query, key) pair's gradients: dV += p·dout, dQ += ds·K, dK += ds·Q.
+ * The three rows never overlap (dV and dK are distinct rows of the dK|dV
+ * block, dQ a row of dqkv), which restrict tells the compiler so that it
+ * keeps them in vector registers. */
+static inline void grads(float *restrict dv, float *restrict dq, float *restrict dk, const float *restrict go,
+                         const float *restrict k, const float *restrict q, float p, float ds, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        dv[i] += p * go[i];
+        dq[i] += ds * k[i];
+        dk[i] += ds * q[i];
+    }
+}
+
+PLAIT_SIMD_CLONES static void backward_item(void *ctx, int64_t item) {
     const ring_job *jb = ctx;
     const int64_t T = jb->T, HS = jb->HS, c = T / 2, group = jb->NH / jb->NKV, KVW = 2 * jb->NKV * HS;
     const int64_t b = item / jb->NKV, kh = item % jb->NKV;
@@ -136,11 +161,7 @@ static void backward_item(void *ctx, int64_t item) {
                 for (int64_t u = 0; u < n; u++) {
                     const float p = expf(dot(q, kb + u * jb->kv_stride, HS) * scale - jb->lse[row]);
                     const float ds = p * (dot(go, vb + u * jb->kv_stride, HS) - dd) * scale;
-                    for (int64_t i = 0; i < HS; i++) {
-                        dvb[u * KVW + i] += p * go[i];
-                        dq[i] += ds * kb[u * jb->kv_stride + i];
-                        dkb[u * KVW + i] += ds * q[i];
-                    }
+                    grads(dvb + u * KVW, dq, dkb + u * KVW, go, kb + u * jb->kv_stride, q, p, ds, HS);
                 }
             }
         }

@@ -6,9 +6,10 @@
  * float32, so the bits of the float32 kernels on the widened tensors),
  * with the CPU kernels' order (core/kernels/kernels_ring.c): one thread a
  * query row in the forward and for dq, one thread a key row for dK|dV,
- * each summing in the CPU's order (keys in sequence order, 128 scored at
- * a time in the forward; a key's gradient over its query heads in head
- * order, then the query rows in order). No atomics: the same inputs give
+ * each summing in the CPU's order (a dot product in eight lanes summed
+ * pairwise; keys in sequence order, 128 scored at a time in the forward;
+ * a key's gradient over its query heads in head order, then the query
+ * rows in order). No atomics: the same inputs give
  * the same bits. Written for correctness on every head size, not speed:
  * a row's accumulators live in device memory (out, dq, dkv), not in
  * registers; the fused attention (attention.cu) stays the cp = 1 path.
@@ -23,10 +24,18 @@ __device__ static inline int64_t ring_visible(const plait_ring_block &blk, int64
     return k < q ? c : k == q ? t % c + 1 : 0;
 }
 
+/* a·b as the CPU's dot sums it: eight running sums, lane j taking the
+ * elements j mod 8, summed pairwise in a fixed order, the tail last */
 template <typename A, typename B> __device__ static inline float ring_dot(const A *a, const B *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s = __fadd_rn(s, __fmul_rn(pc_get(a + i), pc_get(b + i)));
-    return s;
+    float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] = __fadd_rn(s[j], __fmul_rn(pc_get(a + i + j), pc_get(b + i + j)));
+    float tail = 0.0f;
+    for (; i < n; i++) tail = __fadd_rn(tail, __fmul_rn(pc_get(a + i), pc_get(b + i)));
+    const float lo = __fadd_rn(__fadd_rn(s[0], s[4]), __fadd_rn(s[1], s[5]));
+    const float hi = __fadd_rn(__fadd_rn(s[2], s[6]), __fadd_rn(s[3], s[7]));
+    return __fadd_rn(__fadd_rn(lo, hi), tail);
 }
 
 /* one query row (b, h, t) a thread */
