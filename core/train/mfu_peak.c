@@ -276,6 +276,11 @@ void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
     char kept[64];
     snprintf(kept, sizeof kept, "%.3f", best / 1e9);
     best = strtod(kept, NULL) * 1e9;
+    /* the share too, to the hundredth the cache keeps: busy or quiet is
+     * decided on the value the next run reads (0.796 is kept as 0.80, which
+     * that run takes as quiet, so this one says quiet as well) */
+    snprintf(kept, sizeof kept, "%.2f", share);
+    share = strtod(kept, NULL);
     out->flops = best;
     out->share = share;
     out->tries = PLAIT_CPU_PEAK_TRIES;
