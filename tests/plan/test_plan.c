@@ -213,21 +213,27 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.tp_s, 8 * plait_cost_allreduce_bw_s(c.intra.latency, c.intra.bandwidth, 2, 2.5e5 * 2));
 }
 
+/* One stage of one rank: 1e11 FLOPs a step (2e10 of them recomputed),
+ * products 768 wide, 1e6 parameters. */
+static plait_cost_rank one_gpu_stage(void) {
+    return (plait_cost_rank){.dp = 1,
+                             .tp = 1,
+                             .pp = 1,
+                             .micro_batches = 1,
+                             .chunks = 1,
+                             .param_numel = 1e6,
+                             .flops = 1e11,
+                             .recompute_flops = 2e10,
+                             .width = 768};
+}
+
 /* A GPU's rate by its products' width: w / (w + half_width) of it, the
  * compute and its recomputed share slowed alike; no change without a
  * half width or on a CPU node. */
 static void test_time_width(void **state) {
     (void)state;
     plait_cluster c = gpu_cluster();
-    plait_cost_rank r = {.dp = 1,
-                         .tp = 1,
-                         .pp = 1,
-                         .micro_batches = 1,
-                         .chunks = 1,
-                         .param_numel = 1e6,
-                         .flops = 1e11,
-                         .recompute_flops = 2e10,
-                         .width = 768};
+    plait_cost_rank r = one_gpu_stage();
     plait_cost_job j = {.dp = 1, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
     plait_cost_time t;
     plait_cost_step_time(&r, &j, &c, &t);
@@ -253,17 +259,8 @@ static void test_time_attention(void **state) {
     (void)state;
     plait_cluster c = gpu_cluster();
     c.half_width = 256;
-    plait_cost_rank r = {.dp = 1,
-                         .tp = 1,
-                         .pp = 1,
-                         .micro_batches = 1,
-                         .chunks = 1,
-                         .param_numel = 1e6,
-                         .flops = 1e11,
-                         .recompute_flops = 2e10,
-                         .attention_flops = 3e10,
-                         .recompute_attention_flops = 4e9,
-                         .width = 768};
+    plait_cost_rank r = one_gpu_stage();
+    r.attention_flops = 3e10, r.recompute_attention_flops = 4e9;
     plait_cost_job j = {.dp = 1, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_BF16};
     plait_cost_time t;
     plait_cost_step_time(&r, &j, &c, &t); /* no attention rate: all at 2e12 x 0.75 */
