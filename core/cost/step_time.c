@@ -432,13 +432,11 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
      * micro-batch's gradients as its backward makes them, and they travel
      * beside every micro-batch after it, the last one's behind its own
      * backward; ZeRO-3's gathers and reduce-scatters behind the backward of
-     * the whole step. ZeRO-1 under a pipeline starts its reduce-scatters
-     * only after the step's backward (zero_state.c's defer_rs): nothing
-     * hides them. */
+     * the whole step. A pipeline changes none of it: a stage's ZeRO-1
+     * starts a unit's reduce-scatter at its layers' last backward too. */
     double m = stages[out->busiest].micro_batches > 1 ? stages[out->busiest].micro_batches : 1;
     double backward = 2.0 / 3.0 * out->compute;
-    if (j->zero == 1 && j->pp > 1) backward = 0;
-    else if (j->zero <= 1) backward /= m;
+    if (j->zero <= 1) backward /= m;
     else if (j->zero == 2) backward = (m - 1) / m * fwd_bwd + backward / m;
     out->dp_window = backward;
     double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);

@@ -175,15 +175,9 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
                 m->host_state / GiB, m->disk / GiB);
 }
 
-const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t, int zero, int pp) {
-    if (zero == 1 && pp > 1) /* step_time.c's window is 0 there */
-        snprintf(buf, cap,
-                 "%.4f s after the backward pass, none of it hidden (ZeRO-1 under a pipeline reduces after the "
-                 "whole backward)",
-                 t->dp_hidden);
-    else
-        snprintf(buf, cap, "%.4f s behind the backward pass%s", t->dp_hidden,
-                 t->dp_hidden > t->dp_window ? " (more than it hides)" : "");
+const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t) {
+    snprintf(buf, cap, "%.4f s behind the backward pass%s", t->dp_hidden,
+             t->dp_hidden > t->dp_window ? " (more than it hides)" : "");
     return buf;
 }
 
@@ -271,8 +265,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 "network; %s, %.4f s exposed (the last bucket%s)\n",
                 l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
-                plait_cost_dp_overlap_text(overlap, sizeof overlap, t, plait_cost_zero_stage(l->optim), l->pp),
-                t->dp_exposed,
+                plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 3  ? ", the first layer's gather"
                 : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
                                                       : "");

@@ -29,9 +29,8 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s);
 
 /* How the DP reduction of `t` meets the backward pass, as the step time
  * counts it, into buf (cap bytes; returned): the seconds behind it ("more
- * than it hides" where they exceed its window), or, for ZeRO-1 (`zero` its
- * stage) under a pipeline (pp > 1), after it with none hidden. */
-const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t, int zero, int pp);
+ * than it hides" where they exceed its window). */
+const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t);
 
 /* The breakdown of one layout's predicted step: compute per pipeline stage,
  * each communication by axis and link, the bubble, the optimizer, memory by

@@ -381,22 +381,21 @@ static void test_time_dp_window(void **state) {
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_window, 2.0 / 3.0);
     NEAR(t.step - t.optim, 1 + 0.01);
-    /* ZeRO-1 under a pipeline reduces after the step's backward: none of
-     * it hides (the stage's FLOPs as before: the same compute) */
+    /* ZeRO-1 under a pipeline starts a unit at its layers' last backward
+     * as without one: behind the busiest stage's last micro-batch's
+     * backward (test_dp_overlap sees it start there) */
     j.zero = 1;
     j.pp = 2;
     plait_cost_rank two[2] = {r, r};
     two[0].pp = two[1].pp = 2;
     two[0].micro_batches = two[1].micro_batches = 4;
     plait_cost_step_time(two, &j, &c, &t);
-    NEAR(t.dp_window, 0.0);
+    NEAR(t.dp_window, 2.0 / 3.0 * t.compute / 4);
     assert_true(t.dp_hidden > 0);
-    NEAR(t.step - t.optim, 1 + t.dp_hidden + t.dp_exposed);
-    /* and --explain says so, not that it hides some */
+    /* and --explain says how much of it that backward hides */
     char text[192];
-    plait_cost_dp_overlap_text(text, sizeof text, &t, 1, 2);
-    assert_non_null(strstr(text, "after the backward pass, none of it hidden"));
-    assert_null(strstr(text, "behind"));
+    plait_cost_dp_overlap_text(text, sizeof text, &t);
+    assert_non_null(strstr(text, "behind the backward pass"));
     j.pp = 1;
     /* ZeRO-2, 4 micro-batches: 4 reduce-scatters of 4 GB (0.2 s each), the
      * last unit's exposed, and the weights' all-gather (0.2 s) */

@@ -68,10 +68,9 @@
  * all-reduced over DP in place and waited for. The pp plugin then adds two
  * DP-reduced halves, Σ embedding + Σ head, the sum plain DP and one process
  * compute (a sum over DP of embedding + head would differ in the last
- * bits). finish_grads takes the unit's slice of it without reducing again
- * (ZeRO-1 reduces its other units there: under pp every unit waits for
- * finish_grads, no overlap with backward). An all-reduce, not a
- * reduce-scatter, because the embedding group needs the whole tensor: the
+ * bits). finish_grads takes the unit's slice of it without reducing again.
+ * An all-reduce, not a reduce-scatter, because the embedding group needs
+ * the whole tensor: the
  * same traffic as plain DP for that tensor. Both stages' units hold one
  * tensor of the same size, so their slices line up, and since both get the
  * same summed gradient the two copies take identical Adam updates (the
@@ -208,10 +207,9 @@ typedef struct zero {
     size_t bucket_elems;
     int max_inflight;
     int prefetch;
-    int defer_rs;
     plait_compression compression; /* [optim.zeroN] grad_compression: the reduce-scatters' wire format */
     plait_compression param_gather; /* ZeRO-3, [optim.zero3] param_gather: bf16 or none */
-    int32_t first_layer;          /* lowest layer with a local parameter */                 /* ZeRO-1 under pp > 1: reduce in finish_grads only */
+    int32_t first_layer;            /* lowest layer with a local parameter */
 
     /* partition */
     zero_unit *units;

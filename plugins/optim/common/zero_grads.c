@@ -162,7 +162,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
             int32_t ui = z->grad_units[k];
             plait_status st = PLAIT_OK;
             if (z->units[ui].whole) st = reduce_whole(z, ui);
-            else if (!z->defer_rs) st = start_rs_zero1(z, ui);
+            else st = start_rs_zero1(z, ui);
             if (st != PLAIT_OK) return st;
         }
         return PLAIT_OK;

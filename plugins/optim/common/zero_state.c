@@ -148,10 +148,6 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
         if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
     }
-    if (st == PLAIT_OK) {
-        st = host->config_get(init->config, "parallel", "pp", &v);
-        z->defer_rs = st == PLAIT_OK && zero_stage == 1 && v.i > 1;
-    }
     if (st != PLAIT_OK) {
         zero_destroy(z);
         return st;
