@@ -4,19 +4,21 @@
  * on the element type E of q|k|v, the block's K|V, out and dout, each
  * value widened exactly as it is read, every sum and accumulator
  * float32, so the bits of the float32 kernels on the widened tensors),
- * with the CPU kernels' order (core/kernels/kernels_ring.c): one thread a
- * query row in the forward and for dq, one thread a key row for dK|dV,
- * each summing in the CPU's order (a dot product in eight lanes summed
- * pairwise; keys in sequence order, 128 scored at a time in the forward;
- * a key's gradient over its query heads in head order, then the query
- * rows in order). No atomics: the same inputs give
+ * one thread a query row in the forward and for dq, one thread a key row
+ * for dK|dV, each summing in one fixed order (a dot product in eight lanes
+ * summed pairwise; keys in sequence order, 128 scored at a time in the
+ * forward; a key's gradient over its query heads in head order, then the
+ * query rows in order). The CPU's kernels (core/kernels/kernels_ring.c)
+ * take the same blocks and key tiles by tiled products, whose sums the
+ * BLAS orders, so the two agree to rounding (tests/device's ring case:
+ * within 1e-5), not bit for bit. No atomics: the same inputs give
  * the same bits. Written for correctness on every head size, not speed:
  * a row's accumulators live in device memory (out, dq, dkv), not in
  * registers; the fused attention (attention.cu) stays the cp = 1 path.
  */
 #include "kcommon.cuh"
 
-#define RING_TILE 128 /* keys scored at once, as the CPU's */
+#define RING_TILE 128 /* keys scored at once, the CPU's key tile */
 
 /* The keys of the block's chunk j that query row t sees (kernels_ring.c). */
 __device__ static inline int64_t ring_visible(const plait_ring_block &blk, int64_t T, int64_t t, int j) {
@@ -24,8 +26,8 @@ __device__ static inline int64_t ring_visible(const plait_ring_block &blk, int64
     return k < q ? c : k == q ? t % c + 1 : 0;
 }
 
-/* a·b as the CPU's dot sums it: eight running sums, lane j taking the
- * elements j mod 8, summed pairwise in a fixed order, the tail last */
+/* a·b in a fixed order: eight running sums, lane j taking the elements
+ * j mod 8, summed pairwise in a fixed order, the tail last */
 template <typename A, typename B> __device__ static inline float ring_dot(const A *a, const B *b, int64_t n) {
     float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     int64_t i = 0;

@@ -530,7 +530,8 @@ typedef struct plait_kernels {
      * lse: dq += into dqkv's q columns (the k and v columns not touched),
      * dkv[B,T,2·NKV·HS] (dK|dV of the block's rows, packed) += the
      * queries' share, each key/value head's summed over its query heads
-     * in head order, then over the query rows in order. */
+     * in head order, then over the query rows in order (or over tiles of
+     * them in order, a tile's rows summed in one product). */
     void (*ring_attention_backward)(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
                                     const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
                                     int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
