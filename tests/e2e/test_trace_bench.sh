@@ -14,6 +14,9 @@
 # layout (plan --explain --trace): each part's mean and every rank. A
 # step range outside the bench's steps is refused.
 source "$(dirname "$0")/lib.sh"
+# [run] mfu_peak given: no rank 0 measures the GEMM rate before the steps
+# (seconds of CPU a run, again at every run on a busy machine:
+# train/mfu_peak.h); nothing here reads MFU
 for spec in "dp2 tp2 pp1" "dp2 tp1 pp2" "dp2 tp1 pp1 cp2"; do
   read -r dp tp pp cp <<<"$spec"
   layout="parallel.dp=${dp#dp} parallel.tp=${tp#tp} parallel.pp=${pp#pp} parallel.cp=${cp:-cp1}"
@@ -22,7 +25,7 @@ for spec in "dp2 tp2 pp1" "dp2 tp1 pp2" "dp2 tp1 pp1 cp2"; do
   out=$E2E_WORK/$name
   rm -rf "$out" && mkdir -p "$out"
   "$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 --csv "$out/bench.csv" parallel.plugin=hybrid $layout \
-    run.trace=2 "run.out_dir=$out" >"$out/bench.out" 2>&1 || fail "$layout: bench train: $(tail -n 20 "$out/bench.out")"
+    run.trace=2 run.mfu_peak=1000 "run.out_dir=$out" >"$out/bench.out" 2>&1 || fail "$layout: bench train: $(tail -n 20 "$out/bench.out")"
   grep -q "^trace of steps 2 to 2: $out/trace.json (4 ranks" "$out/bench.out" ||
     fail "$layout: bench train wrote no trace: $(tail -n 20 "$out/bench.out")"
   "$PLAIT_BIN" trace summary "$out/trace.json" >"$out/summary.out" 2>&1 || fail "$layout: summary: $(cat "$out/summary.out")"
