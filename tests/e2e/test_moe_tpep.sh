@@ -14,8 +14,11 @@
 # counts a rank's experts cut twice.
 source "$(dirname "$0")/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
+# (run.mfu_peak: the progress lines' MFU against a given peak, so no run
+# measures the GEMM rate first: seconds of CPU, again at every run on a
+# busy machine, train/mfu_peak.h; nothing here reads MFU)
 D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=2 data.global_batch=4 model.moe_bias_rate=0.001
-  parallel.plugin=hybrid parallel.dp=2"
+  parallel.plugin=hybrid parallel.dp=2 run.mfu_peak=1000"
 TPEP="parallel.tp=2 parallel.ep=2"
 # each case: NAME|the reference's overrides|the tp x ep run's overrides
 cases=(
