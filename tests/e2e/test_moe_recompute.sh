@@ -8,7 +8,10 @@
 # backward, selective the experts' GELU or SwiGLU); both keep fewer
 # activations than none in every layout.
 source "$(dirname "$0")/lib.sh"
-D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=4 data.global_batch=4 model.moe_bias_rate=0.001"
+# (run.mfu_peak: the progress lines' MFU against a given peak, so no run
+# measures the GEMM rate first: seconds of CPU, again at every run on a
+# busy machine, train/mfu_peak.h; nothing here reads MFU)
+D="run.steps=4 run.deterministic=true run.eval_every=0 run.ckpt_every=4 data.global_batch=4 model.moe_bias_rate=0.001 run.mfu_peak=1000"
 # modes PREFIX EXPERTS overrides...: PREFIXnone, PREFIXselective and
 # PREFIXfull trained; the last two as the first, bit for bit, routes too
 modes() {
