@@ -6,11 +6,23 @@
  * stream) and the head (RMSNorm, lm_head, the loss the gpt head shares).
  *
  * q, k and v share one buffer a row, [q of NH heads | k of NKV | v of
- * NKV], as the attention kernel reads it; each projection writes its
- * columns with the table's sgemm (ldc the row's width), so K and V are
- * never expanded. The rotation happens in place after the products: the
+ * NKV], as the attention kernel reads it, so K and V are never expanded.
+ * Their weights lie one after another in the parameters' storage (a
+ * block's tensors in order, each on a 16-float boundary, which q's and k's
+ * sizes keep when C·HS is a multiple of 16), one [(NH+2·NKV)·HS, C]
+ * matrix: the forward, the input gradient and the weight gradient are one
+ * product each over it, which packs ln1 (or the gradient) once and cuts
+ * into wider tiles than one product a projection would. Where a layout
+ * keeps them apart (padding, or ZeRO's units splitting a block at large
+ * widths) the products read a stacked copy (qkv_pack, Wq·C floats, a
+ * 1/BT share of the product's traffic) and the weight gradient is added
+ * in it and copied back: every layout runs the same products, so their
+ * bits agree. The rotation happens in place after the products: the
  * slot keeps the rotated q and k the attention read, and the backward
  * rotates their gradient back before the products' backward.
+ *
+ * gate's and up's input gradients sum into one buffer: up's product adds
+ * to gate's (beta 1) instead of a product of its own and a pass adding it.
  *
  * Under tensor parallelism they follow Megatron-LM as the GPT's bodies do:
  * q, k, v (whole query heads with their key/value heads), gate and up
@@ -28,6 +40,7 @@
  * (recompute.c). Under bf16 activations a block runs llama_bf16.c's
  * bodies instead; the embedding and the head stay float32.
  */
+#include "device/device.h"
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"
@@ -112,6 +125,22 @@ static qkv_cols qkv_columns(const plait_model *m) {
     return (qkv_cols){.at = {0, q, q + kv}, .width = {q, kv, kv}};
 }
 
+/* [q; k; v] as one row-major [Wq, C] matrix into *out: the tensors
+ * t[LP_Q..LP_V] (data or gradients) themselves where they lie one after
+ * another, else their copy stacked in m->qkv_pack (allocated the first
+ * time). */
+static plait_status qkv_stacked(plait_model *m, float *const *t, float **out) {
+    const qkv_cols qc = qkv_columns(m);
+    const int64_t C = m->C;
+    *out = t[LP_Q];
+    if (t[LP_K] == t[LP_Q] + qc.at[1] * C && t[LP_V] == t[LP_Q] + qc.at[2] * C) return PLAIT_OK;
+    if (!m->qkv_pack && !(m->qkv_pack = plait_device_alloc((size_t)(m->Wq * C) * sizeof(float), "activations")))
+        return PLAIT_ERR_NO_MEMORY;
+    for (int i = 0; i < 3; i++) m->k->copy(m->qkv_pack + qc.at[i] * C, t[LP_Q + i], (size_t)(qc.width[i] * C));
+    *out = m->qkv_pack;
+    return PLAIT_OK;
+}
+
 plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, Wq = m->Wq;
     const float *x = s->bound[layer - 1];
@@ -121,9 +150,9 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     if (st != PLAIT_OK) return st;
     st = norm_forward(m, a->ln1, a->ln1_rstd, x, p[LP_ATTN_NORM], "before self_attn.q_proj, k_proj and v_proj", layer);
     if (st != PLAIT_OK) return st;
-    const qkv_cols qc = qkv_columns(m);
-    for (int i = 0; i < 3; i++)
-        m->k->sgemm(0, 1, BT, qc.width[i], C, 1.0f, a->ln1, C, p[LP_Q + i], C, 0.0f, a->qkv + qc.at[i], Wq);
+    float *w;
+    if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK) return st;
+    m->k->sgemm(0, 1, BT, Wq, C, 1.0f, a->ln1, C, w, C, 0.0f, a->qkv, Wq);
     m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 0);
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NKVl);
     else m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
@@ -164,11 +193,11 @@ static plait_status mlp_input(plait_model *m, int32_t layer, const block_acts *a
     if (st != PLAIT_OK) return st;
     m->k->matmul_backward(dswi, gw ? gw[LP_DOWN] : NULL, NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
     m->k->swiglu_backward(m->s_dgate, dswi, dswi, a->fch, a->fcg, (size_t)(BT * F));
-    /* d(ln2) = gate's input gradient + up's (the latter through the free
-     * attention scratch s_datty, BT·C floats like it) */
+    /* d(ln2) = gate's input gradient + up's, the latter added by its
+     * product (beta 1) */
     m->k->matmul_backward(m->s_dln, gw ? gw[LP_GATE] : NULL, NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
-    m->k->matmul_backward(m->s_datty, gw ? gw[LP_UP] : NULL, NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
-    m->k->axpy(m->s_dln, m->s_datty, (size_t)(BT * C), 1.0f);
+    m->k->sgemm(0, 0, BT, C, F, 1.0f, dswi, F, p[LP_UP], C, 1.0f, m->s_dln, C);
+    if (gw) m->k->matmul_backward(NULL, gw[LP_UP], NULL, dswi, a->ln2, NULL, BT, C, F);
     st = plait_tp_grad_sum(m, m->s_dln, "before mlp.gate_proj and up_proj", layer);
     if (st != PLAIT_OK) return st;
     if (keep) {
@@ -192,12 +221,17 @@ static plait_status mlp_weight(plait_model *m, int32_t layer, const block_acts *
 }
 
 /* q's, k's and v's weight gradients from their output gradient dqkv (one
- * row of the three a token, as the forward's buffer). */
-static void qkv_weight(plait_model *m, const block_acts *a, float *const *gw, const float *dqkv) {
+ * row of the three a token, as the forward's buffer): one product adding
+ * to the stacked gradients, copied back where they were a copy. */
+static plait_status qkv_weight(plait_model *m, const block_acts *a, float *const *gw, const float *dqkv) {
+    float *g;
+    plait_status st = qkv_stacked(m, gw, &g);
+    if (st != PLAIT_OK) return st;
+    m->k->sgemm(1, 0, m->Wq, m->C, m->B * m->T, 1.0f, dqkv, m->Wq, a->ln1, m->C, 1.0f, g, m->C);
     const qkv_cols qc = qkv_columns(m);
-    for (int i = 0; i < 3; i++)
-        m->k->sgemm(1, 0, qc.width[i], m->C, m->B * m->T, 1.0f, dqkv + qc.at[i], m->Wq, a->ln1, m->C, 1.0f,
-                    gw[LP_Q + i], m->C);
+    for (int i = 0; g != gw[LP_Q] && i < 3; i++)
+        m->k->copy(gw[LP_Q + i], g + qc.at[i] * m->C, (size_t)(qc.width[i] * m->C));
+    return PLAIT_OK;
 }
 
 /* The attention half's input gradient: dx holds d(res2) on entry, d(x)
@@ -218,11 +252,10 @@ static plait_status attention_input(plait_model *m, int32_t layer, const block_a
                                      m->NKVl, m->HS);
     /* the gradient of q and k before their rotation */
     m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
-    const qkv_cols qc = qkv_columns(m);
-    for (int i = 0; i < 3; i++)
-        m->k->sgemm(0, 0, BT, C, qc.width[i], 1.0f, m->s_dqkv + qc.at[i], Wq, p[LP_Q + i], C, i ? 1.0f : 0.0f, m->s_dln,
-                    C);
-    if (gw) qkv_weight(m, a, gw, m->s_dqkv);
+    float *w;
+    if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK) return st;
+    m->k->sgemm(0, 0, BT, C, Wq, 1.0f, m->s_dqkv, Wq, w, C, 0.0f, m->s_dln, C);
+    if (gw && (st = qkv_weight(m, a, gw, m->s_dqkv)) != PLAIT_OK) return st;
     if (keep) m->k->copy(keep->dqkv, m->s_dqkv, (size_t)(BT * Wq));
     st = plait_tp_grad_sum(m, m->s_dln, "before self_attn.q_proj, k_proj and v_proj", layer);
     if (st != PLAIT_OK) return st;
@@ -235,7 +268,8 @@ static plait_status attention_weight(plait_model *m, int32_t layer, const block_
                                      const float *x, const block_grads *kept) {
     const int64_t BT = m->B * m->T, C = m->C;
     m->k->matmul_backward(NULL, gw[LP_O], NULL, kept->dres2, a->atty, NULL, BT, m->Cl, C);
-    qkv_weight(m, a, gw, kept->dqkv);
+    plait_status st = qkv_weight(m, a, gw, kept->dqkv);
+    if (st != PLAIT_OK) return st;
     return norm_backward(m, NULL, NULL, gw[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, layer);
 }
 

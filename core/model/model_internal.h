@@ -265,6 +265,8 @@ struct plait_model {
     int64_t NKV, NKVl, Wq;            /* llama: key/value heads (all, this rank's), a row of this rank's q, k
                                        * and v ((NHl + 2·NKVl)·HS) */
     float *rope_cs;                   /* llama: the rotary angles' cos and sin [2,T,HS/2] (device memory) */
+    float *qkv_pack;                  /* llama: q's, k's and v's weights (or gradients) stacked [Wq,C] where a
+                                       * layout keeps them apart; allocated then (llama_layers.c) */
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;
     int32_t max_slots;

@@ -199,6 +199,60 @@ static void test_split_backward(void **state) {
     check_split(1);
 }
 
+/* q's, k's and v's weights lie one after another in the flat storage, and
+ * the block runs each of its q|k|v products as one over them; a layout
+ * keeping them apart (k's data and gradient moved elsewhere) runs the
+ * same products on a stacked copy: the same loss and gradients, bit for
+ * bit, in one pass and split into halves. */
+static void check_qkv_apart(int split) {
+    harness one, two;
+    harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = split};
+    assert_int_equal(harness_init(&one, llama_ini(2, 0), 2, 1, 0, NULL), 0);
+    assert_int_equal(harness_init_ex(&two, llama_ini(2, 0), 2, &o), 0);
+    const size_t n = (size_t)one.B * (size_t)one.T;
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, n, one.V, 11);
+    harness_tokens(tgt, n, one.V, 12);
+    plait_param *q = harness_param(&two, "model.layers.0.self_attn.q_proj.weight");
+    plait_param *k = harness_param(&two, "model.layers.0.self_attn.k_proj.weight");
+    assert_non_null(q);
+    assert_non_null(k);
+    assert_ptr_equal(q->data + q->numel, k->data); /* the layout the one product reads in place */
+    assert_ptr_equal(q->grad + q->numel, k->grad);
+    float *data = malloc(k->numel * sizeof *data), *grad = calloc(k->numel, sizeof *grad);
+    assert_non_null(data);
+    assert_non_null(grad);
+    memcpy(data, k->data, k->numel * sizeof *data);
+    float *const flat_grad = k->grad;
+    k->data = data;
+    k->grad = grad;
+    assert_int_equal(harness_step(&one, tok, tgt), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(two.model, 0, tok, tgt), PLAIT_OK);
+    const int32_t nl = two.spec->n_layers;
+    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(two.model, l, 0), PLAIT_OK);
+    assert_true(plait_model_loss_sum(two.model, 0) == plait_model_loss_sum(one.model, 0));
+    for (int32_t l = nl - 1; l >= 0; l--)
+        assert_int_equal(split ? plait_model_backward_input(two.model, l, 0)
+                               : plait_model_backward_layer(two.model, l, 0),
+                         PLAIT_OK);
+    for (int32_t l = nl - 1; split && l >= 0; l--)
+        assert_int_equal(plait_model_backward_weight(two.model, l, 0), PLAIT_OK);
+    memcpy(flat_grad, grad, k->numel * sizeof *grad); /* k's gradient back in the flat storage, to compare */
+    assert_memory_equal(one.grad, two.grad, one.set.numel * sizeof(float));
+    k->data = q->data + q->numel;
+    k->grad = flat_grad;
+    free(data);
+    free(grad);
+    harness_free(&one);
+    harness_free(&two);
+}
+
+static void test_qkv_apart(void **state) {
+    (void)state;
+    check_qkv_apart(0);
+    check_qkv_apart(1);
+}
+
 /* [model] recompute selective and full: the loss and every gradient of
  * recompute none, bit for bit, in one pass and split into halves. */
 static void check_recompute(const char *mode, int split) {
@@ -266,7 +320,8 @@ int main(void) {
         cmocka_unit_test(test_gradients_gqa),  cmocka_unit_test(test_gradients_mqa_tied),
         cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
-        cmocka_unit_test(test_recompute),      cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_recompute),      cmocka_unit_test(test_qkv_apart),
+        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
