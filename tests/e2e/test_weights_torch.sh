@@ -2,10 +2,12 @@
 # Weights out to PyTorch: a model trained from the Hugging Face
 # GPT-2 fixture on dp 2 x tp 2, exported as hf and as nanogpt, loaded by
 # PyTorch (weights_torch_check.py) gives plait's logits within 1e-4
-# relative. Needs Debian's python3-torch: skipped (77) without it.
+# relative. Needs a python with torch and numpy: PLAIT_TORCH_PYTHON names
+# it (default Debian's /usr/bin/python3 with python3-torch); skipped (77)
+# without them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/torch_lib.sh"
-PY=/usr/bin/python3
+PY=${PLAIT_TORCH_PYTHON:-/usr/bin/python3}
 torch_python "import torch, numpy" "torch and numpy" "apt-get install python3-torch"
 source "$(dirname "$0")/weights_lib.sh"
 train trained run.steps=5 run.init_from=$HF parallel.plugin=hybrid parallel.dp=2 parallel.tp=2
