@@ -94,13 +94,13 @@ if part "1. Llama (L $LL, C $LC, H $LH/$LKV, F $LF, T $LT, V $LV, batch $LB) bf1
   grep -q '^# compute .*, activations bf16' "$W/llama-plait.log" && act=", activations bf16"
   say "| plait bf16$act | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" "$LFPT" 989) | $mem (nvidia-smi)$(alloc_peak llama-plait.log | sed 's/^./, &/') | $(status_word "$rc") |"
   smi_peak_start llama-torch
-  rc=$(run llama-torch.log 90 "$PY" "$PEERS/train_llama.py" --device cuda --bf16 --compile --n_layer "$LL" --n_embd "$LC" \
-    --n_head "$LH" --n_kv_head "$LKV" --ffn_hidden "$LF" --block "$LT" --vocab "$LV" --batch "$LB" \
-    --warmup "${LSTEPS[3]}" --steps "${LSTEPS[1]}")
+  gpu_peer_args --device cuda --bf16 --compile --n_layer "$LL" --n_embd "$LC" --n_head "$LH" --n_kv_head "$LKV" \
+    --ffn_hidden "$LF" --block "$LT" --vocab "$LV" --batch "$LB" --warmup "${LSTEPS[3]}" --steps "${LSTEPS[1]}"
+  rc=$(run llama-torch.log 90 "$PY" "$PEERS/train_llama.py" "${PEER_RUN[@]}")
   mem=$(smi_peak_stop)
   ttps=$(peer_field llama-torch.log tok_s)
   tpk=$(peer_field llama-torch.log peak_mem_GB)
-  say "| transformers LlamaForCausalLM, bf16 autocast, torch.compile | $(peer_field llama-torch.log ms_step_median) | ${ttps} | $(mfu "$ttps" "$LFPT" 989) | $mem (nvidia-smi)${tpk:+, $tpk GB allocated} | $(peer_status "$rc" llama-torch.log) |"
+  say "| transformers LlamaForCausalLM, bf16 autocast, torch.compile$PEER_NOTE | $(peer_field llama-torch.log ms_step_median) | ${ttps} | $(mfu "$ttps" "$LFPT" 989) | $mem (nvidia-smi)${tpk:+, $tpk GB allocated} | $(peer_status "$rc" llama-torch.log) |"
   awk -v a="${tps:-}" -v b="${ttps:-}" 'BEGIN { if (a != "" && b != "" && b > 0) printf "plait / torch.compile tokens/s = %.2f (target >= 1.0)\n", a / b }' | tee -a "$SUMMARY"
 fi
 

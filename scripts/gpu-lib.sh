@@ -130,6 +130,29 @@ status_word() { case $1 in 0) echo ok ;; 77) echo skipped ;; 124 | 137) echo "TI
 # a peer's status: 77 is its "no PyTorch here" (scripts/peers)
 peer_status() { if [ "$1" = 77 ]; then echo "skipped: $(grep -m1 '^SKIP' "$W/$2" | cut -c7-)"; else status_word "$1"; fi; }
 
+# gpu_peer_args ARGS...: PEER_RUN, a GPU peer's arguments (scripts/peers)
+# as this call runs them: unchanged on the GPU; in the dry run on the CPU
+# (--device cpu, its value replaced or the option added) and without
+# --compile, which takes minutes on two loaded cores, so that the peer's
+# code and its RESULT line are exercised within the parts' budgets
+# (docs/gpu.md says how the compiled form is checked on the CPU); PEER_NOTE,
+# what the peer's row in the summary adds to say so
+gpu_peer_args() {
+  PEER_RUN=() PEER_NOTE=
+  [ "$DRY" = 1 ] && PEER_NOTE=" (dry run: on the CPU, eager)"
+  local x prev=
+  for x in "$@"; do
+    if [ "$DRY" = 1 ]; then
+      [ "$x" = --compile ] && continue
+      [ "$prev" = --device ] && x=cpu
+    fi
+    PEER_RUN+=("$x")
+    prev=$x
+  done
+  if [ "$DRY" = 1 ] && [[ " ${PEER_RUN[*]} " != *" --device "* ]]; then PEER_RUN+=(--device cpu); fi
+  return 0
+}
+
 # gpu-memory sampler: the largest memory.used nvidia-smi reports while a
 # command runs (the process's whole footprint, CUDA context included)
 smi_peak_start() {

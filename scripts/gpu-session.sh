@@ -113,7 +113,8 @@ fi
 
 # ---- 4. GPT-2 124M on the GPU beside PyTorch -------------------------------
 if [ $DRY = 1 ]; then
-  MODEL=configs/gpt-tiny.ini BSTEPS=(--steps 3 --warmup 1) PEER_ARGS=(--n_layer 4 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8)
+  MODEL=configs/gpt-tiny.ini BSTEPS=(--steps 3 --warmup 1)
+  PEER_ARGS=(--n_layer 4 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8 --warmup 1 --steps 2)
 else
   MODEL=configs/gpt2-124m.ini BSTEPS=(--steps 10 --warmup 3) PEER_ARGS=(--n_layer 12 --n_head 12 --n_embd 768 --block 1024 --vocab 50304 --batch 16)
 fi
@@ -159,12 +160,9 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
     name=torch-$(tr -c 'a-zA-Z0-9\n' '_' <<<"$1")
     shift
     smi_peak_start "$name"
-    if [ -f "$PEERS/gpt_gpu_bench.py" ] && [ $DRY = 1 ]; then
-      # the peer needs CUDA: the dry run only checks that it is there and parses its arguments
-      rc=$(run "$name.log" 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@" --help)
-      [ "$rc" = 0 ] && { rc=77; echo "SKIP: its arguments parse; it needs a GPU" >>"$W/$name.log"; }
-    elif [ -f "$PEERS/gpt_gpu_bench.py" ]; then
-      rc=$(run "$name.log" "$([[ " $* " = *" --compile "* ]] && echo 80 || echo 45)" "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@")
+    if [ -f "$PEERS/gpt_gpu_bench.py" ]; then
+      gpu_peer_args "${PEER_ARGS[@]}" "$@"
+      rc=$(run "$name.log" "$([[ " $* " = *" --compile "* ]] && echo 80 || echo 45)" "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_RUN[@]}")
     else
       echo "no $PEERS/gpt_gpu_bench.py: pack with scripts/gpu-session.sh --pack" >"$W/$name.log"
       rc=1
@@ -174,7 +172,7 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
     local tps ms
     tps=$(peer_field "$name.log" tokens_per_s)
     ms=$(peer_field "$name.log" ms_per_step)
-    say "| PyTorch $label | ${ms} | ${tps} | $(mfu "$tps" 989) | $(mfu "$tps" "$GEMM") | $mem (nvidia-smi), $(peer_field "$name.log" peak_mem_GB) GB allocated | $(peer_status "$rc" "$name.log") |"
+    say "| PyTorch $label${PEER_NOTE:-} | ${ms} | ${tps} | $(mfu "$tps" 989) | $(mfu "$tps" "$GEMM") | $mem (nvidia-smi), $(peer_field "$name.log" peak_mem_GB) GB allocated | $(peer_status "$rc" "$name.log") |"
   }
   # each precision beside PyTorch in the same mode, eager; bf16 compiled too
   plait_bench bf16
@@ -193,7 +191,7 @@ fi
 # the same bench with GPT-2 medium's shape (24 layers, 16 heads, width 1024);
 # the dry run takes gpt-tiny twice as deep
 if [ $DRY = 1 ]; then
-  M350=(model.n_layer=8) P350=(--n_layer 8 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8)
+  M350=(model.n_layer=8) P350=(--n_layer 8 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8 --warmup 1 --steps 2)
 else
   M350=(model.n_layer=24 model.n_head=16 model.n_embd=1024)
   P350=(--n_layer 24 --n_head 16 --n_embd 1024 --block 1024 --vocab 50304 --batch 16)
@@ -212,14 +210,10 @@ if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compi
   alloc=$(alloc_peak plait-350m.log)
   say "| plait bf16$act | ${ms:-} | ${tps:-} | $mem (nvidia-smi)${alloc:+, $alloc} | $(status_word "$rc") |"
   smi_peak_start torch-350m
-  if [ $DRY = 1 ]; then
-    rc=$(run torch-350m.log 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile --help)
-    [ "$rc" = 0 ] && { rc=77; echo "SKIP: its arguments parse; it needs a GPU" >>"$W/torch-350m.log"; }
-  else
-    rc=$(run torch-350m.log 70 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile)
-  fi
+  gpu_peer_args "${P350[@]}" --compile
+  rc=$(run torch-350m.log 70 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_RUN[@]}")
   mem=$(smi_peak_stop)
-  say "| PyTorch bf16 compiled | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
+  say "| PyTorch bf16 compiled$PEER_NOTE | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
 fi
 
 # ---- 4c. where a bf16 step's time goes, beside the estimate -----------------
