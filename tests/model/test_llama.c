@@ -199,6 +199,22 @@ static void test_split_backward(void **state) {
     check_split(1);
 }
 
+/* One micro-batch through h layer by layer (the backward in one pass, or
+ * split into its input and weight halves), its loss equal to ref's bit for
+ * bit; ref has run harness_step on the same tokens. */
+static void run_like(harness *h, const harness *ref, const int32_t *tok, const int32_t *tgt, int split) {
+    assert_int_equal(plait_model_set_batch(h->model, 0, tok, tgt), PLAIT_OK);
+    const int32_t nl = h->spec->n_layers;
+    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(h->model, l, 0), PLAIT_OK);
+    assert_true(plait_model_loss_sum(h->model, 0) == plait_model_loss_sum(ref->model, 0));
+    for (int32_t l = nl - 1; l >= 0; l--)
+        assert_int_equal(split ? plait_model_backward_input(h->model, l, 0)
+                               : plait_model_backward_layer(h->model, l, 0),
+                         PLAIT_OK);
+    for (int32_t l = nl - 1; split && l >= 0; l--)
+        assert_int_equal(plait_model_backward_weight(h->model, l, 0), PLAIT_OK);
+}
+
 /* q's, k's and v's weights lie one after another in the flat storage, and
  * the block runs each of its q|k|v products as one over them; a layout
  * keeping them apart (k's data and gradient moved elsewhere) runs the
@@ -227,16 +243,7 @@ static void check_qkv_apart(int split) {
     k->data = data;
     k->grad = grad;
     assert_int_equal(harness_step(&one, tok, tgt), PLAIT_OK);
-    assert_int_equal(plait_model_set_batch(two.model, 0, tok, tgt), PLAIT_OK);
-    const int32_t nl = two.spec->n_layers;
-    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(two.model, l, 0), PLAIT_OK);
-    assert_true(plait_model_loss_sum(two.model, 0) == plait_model_loss_sum(one.model, 0));
-    for (int32_t l = nl - 1; l >= 0; l--)
-        assert_int_equal(split ? plait_model_backward_input(two.model, l, 0)
-                               : plait_model_backward_layer(two.model, l, 0),
-                         PLAIT_OK);
-    for (int32_t l = nl - 1; split && l >= 0; l--)
-        assert_int_equal(plait_model_backward_weight(two.model, l, 0), PLAIT_OK);
+    run_like(&two, &one, tok, tgt, split);
     memcpy(flat_grad, grad, k->numel * sizeof *grad); /* k's gradient back in the flat storage, to compare */
     assert_memory_equal(one.grad, two.grad, one.set.numel * sizeof(float));
     k->data = q->data + q->numel;
@@ -267,16 +274,7 @@ static void check_recompute(const char *mode, int split) {
     harness_tokens(tok, n, none.V, 9);
     harness_tokens(tgt, n, none.V, 10);
     assert_int_equal(harness_step(&none, tok, tgt), PLAIT_OK);
-    assert_int_equal(plait_model_set_batch(rc.model, 0, tok, tgt), PLAIT_OK);
-    const int32_t nl = rc.spec->n_layers;
-    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(rc.model, l, 0), PLAIT_OK);
-    assert_true(plait_model_loss_sum(rc.model, 0) == plait_model_loss_sum(none.model, 0));
-    for (int32_t l = nl - 1; l >= 0; l--)
-        assert_int_equal(split ? plait_model_backward_input(rc.model, l, 0)
-                               : plait_model_backward_layer(rc.model, l, 0),
-                         PLAIT_OK);
-    for (int32_t l = nl - 1; split && l >= 0; l--)
-        assert_int_equal(plait_model_backward_weight(rc.model, l, 0), PLAIT_OK);
+    run_like(&rc, &none, tok, tgt, split);
     assert_memory_equal(none.grad, rc.grad, none.set.numel * sizeof(float));
     /* and it keeps less */
     assert_true(plait_model_activation_bytes(rc.model) <
