@@ -62,7 +62,8 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
      * is at most min(slice, max(slice, bucket) / n), largest for the
      * largest slice; with ckpt_async the snapshot of everything the rank
      * writes */
-    const double unit = local > bucket_bytes / 4.0 ? local : bucket_bytes / 4.0, n = ep > 1 ? dp / ep : dp;
+    const double n = ep > 1 ? dp / ep : dp, bucket = plait_cost_zero_unit_bytes(bucket_bytes, zero, (int)n) / 4.0;
+    const double unit = local > bucket ? local : bucket;
     sh->rank0_extra = 4.0 * (zero >= 3 && unit / n < local ? unit / n : local);
     sh->async_extra = sh->rank0;
     double disk = c->disk_bandwidth > 0 ? c->disk_bandwidth : 2e9;

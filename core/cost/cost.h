@@ -160,6 +160,13 @@ typedef struct plait_cost_mem {
  * group of n ranks: the routed experts' (ep > 1) over the n / ep ranks
  * holding the same experts, the others over all n. */
 double plait_cost_zero_shard(const plait_cost_rank *r, double n);
+
+/* A ZeRO unit's largest size in bytes, as plugins/optim/common/zero.h cuts
+ * them: `bucket` ([optim.zeroN] bucket_size) where set; its default, 0,
+ * PLAIT_COST_ZERO_BUCKET, or under ZeRO-1 and 2 (`zero`) 4 MiB a rank of
+ * the `n` sharing a unit where that is more. */
+#define PLAIT_COST_ZERO_BUCKET (25.0 * 1048576)
+double plait_cost_zero_unit_bytes(double bucket, int zero, int n);
 /* Memory of one rank. */
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out);
 

@@ -61,7 +61,10 @@ double plait_cost_bucket_bytes(const plait_config *cfg, const char *optim, int b
     plait_value v;
     char sec[48];
     snprintf(sec, sizeof sec, plait_cost_zero_stage(optim) ? "optim.%s" : "parallel.dp", optim);
-    return plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i : 25.0 * 1024 * 1024; /* "25M" */
+    /* the plugins' defaults: [parallel.dp] "25M"; [optim.zeroN] 0, which
+     * plait_cost_zero_unit_bytes resolves */
+    const double dflt = plait_cost_zero_stage(optim) ? 0 : 25.0 * 1024 * 1024;
+    return plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i : dflt;
 }
 
 /* The optimizer's ZeRO stage and the bucket its gradients move in

@@ -236,8 +236,11 @@ static int reads_of(const plait_config *cfg, const plait_cost_layout *l, config_
     snprintf(sec, sizeof sec, zero ? "optim.%s" : "parallel.dp", l->optim);
     plait_value v;
     /* the optimizer's section exists only when the config selects it; else
-     * the plugins' default, "25M": 25 MiB as a bytes key reads it */
-    k->bucket[zero] = plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i : 25.0 * 1024 * 1024;
+     * the plugins' default: [parallel.dp] "25M", 25 MiB as a bytes key
+     * reads it; [optim.zeroN] 0 (plait_cost_zero_unit_bytes) */
+    k->bucket[zero] = plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i
+                      : zero                                                    ? 0
+                                                                                : 25.0 * 1024 * 1024;
     plait_cost_wire(cfg, zero, &k->grad_wire[zero], &k->param_wire[zero]);
     k->have[zero] = 1;
     return zero;

@@ -101,6 +101,12 @@ static double dp_gather(dp_net *d, double bytes, double parts) { return dp_gathe
 /* an all-reduce: a reduce-scatter and an all-gather of the same bytes */
 static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 2); }
 
+double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
+    if (bucket > 0) return bucket;
+    const double floor = zero >= 1 && zero <= 2 ? n * 4.0 * 1048576 : 0; /* 1M floats a rank */
+    return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
+}
+
 static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
 
 /* The collectives `bytes` of a rank's gradients or weights go in, in
@@ -137,34 +143,41 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
      * layers' of stage 3) move that share of their bytes */
     double g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
+    /* ZeRO's units (plait_cost_zero_unit_bytes), never two layers */
+    double unit = j->zero > 0 ? plait_cost_zero_unit_bytes(j->bucket_bytes, j->zero, n) : j->bucket_bytes;
+    const int grown = j->zero > 0 && unit > (j->bucket_bytes > 0 ? j->bucket_bytes : PLAIT_COST_ZERO_BUCKET);
     if (j->zero <= 1) {
-        double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
-        double parts = parts_of(r, S - last, j->bucket_bytes * g);
+        double S = b.grad * r->param_numel * g, last = S < unit * g ? S : unit * g;
+        double parts = parts_of(r, S - last, unit * g);
+        if (j->zero == 1 && grown && parts < layers - 1) parts = layers - 1;
         if (j->zero == 0) {
             *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
             *exposed = dp_allreduce(d, last, 1);
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
             *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
-            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
+            double units = parts_of(r, W, unit);
+            if (grown && units < layers) units = layers;
+            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, units);
             *bytes = (n - 1.0) / n * (S + W * w);
         }
         return;
     }
     /* stages 2 and 3: every micro-batch's gradients */
-    double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
-    double rs = dp_gathers(d, G, parts_of(r, W, j->bucket_bytes), m);
+    double G = W * g, last = G < unit * g ? G : unit * g, units = parts_of(r, W, unit);
+    if (grown && units < layers) units = layers;
+    double rs = dp_gathers(d, G, units, m);
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
         *hidden = rs - tail;
-        *exposed = tail + dp_gather(d, W * w, parts_of(r, W, j->bucket_bytes));
+        *exposed = tail + dp_gather(d, W * w, units);
         *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
         double U = b.weight * r->largest_layer_numel * w;
         double first = dp_gather(d, U, 1);
         /* a gather a unit (zero_gather.c's start_gather), and units never
          * span two layers */
-        double units = r->tensors > 0 ? parts_of(r, W, j->bucket_bytes) : layers;
+        if (r->tensors <= 0) units = layers;
         *hidden = rs + dp_gathers(d, W * w, units > layers ? units : layers, 2 * m) - first;
         *exposed = first;
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);

@@ -10,7 +10,14 @@
  * Partitioning (zero_partition.c). The rank's parameters (its TP/PP slice, in
  * global order) are grouped into *units*: consecutive parameters of one
  * layer, at most [optim.zeroN] bucket_size bytes (a larger tensor is a unit
- * alone). A tied parameter pair held by the same rank (transformer.wte and
+ * alone). Its default, 0, is ZERO_DEFAULT_BUCKET bytes, and under ZeRO-1
+ * and 2, whose reductions and updated weights' gathers pay a ring's latency
+ * once a rank and unit, ZERO_RANK_FLOOR floats a rank of the group that
+ * shards the unit where that is more: each rank's slice holds 1M floats
+ * where the layer has that many, the rule by which Megatron-Core sizes its
+ * distributed optimizer's buckets when none is given (1M parameters a DP
+ * rank). ZeRO-3 keeps bucket-sized units: it gathers each layer again every
+ * micro-batch, a layer ahead. A bucket_size set is taken as it is. A tied parameter pair held by the same rank (transformer.wte and
  * its copy lm_head) get one unit each, so their shards line up element by
  * element. Inside a unit parameters are packed in order, each starting on a
  * 16-float boundary (as in the core's flat buffers, so kernels see the same
@@ -127,6 +134,11 @@
 
 /* Floats each parameter's packed offset is aligned to (64 bytes). */
 #define ZERO_ALIGN 16
+/* the least floats a unit gives each rank of its group (a unit never spans
+ * two layers, so a layer with fewer is one unit): see Partitioning above */
+#define ZERO_RANK_FLOOR ((size_t)1 << 20)
+/* bucket_size = 0's bucket */
+#define ZERO_DEFAULT_BUCKET ((size_t)25 << 20)
 
 /* A piece of this rank's slice of a unit that belongs to one parameter. */
 typedef struct zero_seg {
@@ -205,6 +217,7 @@ typedef struct zero {
     plait_optim_hparams hp;
     plait_optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
     size_t bucket_elems;
+    int unit_floor; /* bucket_size = 0 under ZeRO-1/2: units grow to ZERO_RANK_FLOOR a rank */
     int max_inflight;
     int prefetch;
     plait_compression compression; /* [optim.zeroN] grad_compression: the reduce-scatters' wire format */

@@ -62,18 +62,25 @@ plait_status zero_partition(zero *z) {
     z->param_off = calloc((size_t)np + 1, sizeof *z->param_off);
     if (!z->units || !z->unit_of_param || !z->param_off) return nomem(z);
 
-    /* Group consecutive parameters of one layer into units. */
+    /* Group consecutive parameters of one layer into units of at most the
+     * bucket, or (the default bucket under ZeRO-1 and 2) ZERO_RANK_FLOOR
+     * floats a rank of the group sharding them where that is more (zero.h,
+     * "Partitioning"). */
+    const size_t floor = z->unit_floor ? ZERO_RANK_FLOOR : 0;
+    const size_t dense_cap = z->bucket_elems > (size_t)z->n * floor ? z->bucket_elems : (size_t)z->n * floor;
+    const size_t expert_cap = z->bucket_elems > (size_t)z->en * floor ? z->bucket_elems : (size_t)z->en * floor;
     zero_unit *cur = NULL;
     int cur_alone = 0;
     for (int32_t i = 0; i < np; i++) {
         const plait_param *p = &set->params[i];
         int copy = plait_tied_local_original(set, p) >= 0;
         int whole = (p->flags & PLAIT_PARAM_TIED_REMOTE) != 0;
-        int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
         int expert = zero_param_expert(p);
+        const size_t cap = expert ? expert_cap : dense_cap;
+        int alone = copy || whole || has_local_copy(set, i) || p->numel >= cap;
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
         int fits = cur && !alone && !cur_alone && cur->layer == p->layer && cur->expert == expert &&
-                   off + p->numel <= z->bucket_elems;
+                   off + p->numel <= cap;
         if (!fits) {
             cur = &z->units[z->n_units++];
             cur->layer = p->layer;

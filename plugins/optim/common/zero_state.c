@@ -131,7 +131,10 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
-        z->bucket_elems = (size_t)v.i / sizeof(float);
+        /* 0, the default: 25 MiB, or (stages 1 and 2) ZERO_RANK_FLOOR
+         * floats a rank where that is more (zero.h, "Partitioning") */
+        z->unit_floor = v.i == 0 && zero_stage < 3;
+        z->bucket_elems = (v.i > 0 ? (size_t)v.i : ZERO_DEFAULT_BUCKET) / sizeof(float);
         if (z->bucket_elems < 1) z->bucket_elems = 1;
         st = host->config_get(init->config, section, "max_inflight", &v);
     }
@@ -632,9 +635,11 @@ const plait_key_decl zero_keys[6] = {
      "slice only, the bf16 values gathered into every rank's copy: Megatron-LM's distributed optimizer), whole "
      "(every rank keeps the float32 weight), or auto (sharded on a bf16 run whose model reads bf16 copies, at "
      "dp x cp > 1; whole elsewhere). sharded where the model reads float32 weights is refused"},
-    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "0", 0, 1099511627776.0, NULL,
      "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
-     "this size (a larger tensor is a piece alone)"},
+     "this size; a larger tensor is a piece alone. 0 (the default): 25 MiB, or for zero1 and zero2 4 MiB (1M "
+     "floats) a rank of the DP group where that is more, since a wide group pays a ring's latency once a rank "
+     "and piece (Megatron-Core sizes its buckets so)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "max_inflight", PLAIT_KEY_INT, "2", 1, 64, NULL,
      "reduce-scatters (and step all-gathers) in flight at once, each holding one unit-sized buffer"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,
