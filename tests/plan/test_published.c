@@ -30,13 +30,15 @@
 
 /* What the goals' tests hold: the counts met now, so that they cannot
  * regress unnoticed (docs/plan.md gives the table they come from). */
-/* of the 35 published layouts, fitting plait's count */
-#define MIN_FITTING 33
+/* of the 69 published layouts, fitting plait's count */
+#define MIN_FITTING 65
 /* predicted within 15% (Llama 3 405B's 8,192-token runs are predicted
  * with selective recomputation, which fits them once an interleaved
  * stage's alike chunks share their slots, and fall out: docs/plan.md) */
-#define MIN_WITHIN_15 25
-#define MAX_MEDIAN_MFU 5.0 /* points between the predicted and the measured MFU, the median */
+#define MIN_WITHIN_15 45
+/* points between the predicted and the measured MFU, the median: 6.0 now,
+ * where the goal is 5 (the DGX Cloud rows, docs/plan.md) */
+#define MAX_MEDIAN_MFU 6.0
 
 typedef struct run {
     char name[64], source[512], arch[16], cluster[64], schedule[16], sp[4], optim[16], recompute[16], unit[32],
