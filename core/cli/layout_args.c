@@ -179,6 +179,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     a->axes.experts = plait_config_int(cfg, "model", "moe_experts");
     a->axes.seq = plait_config_int(cfg, "model", "block_size");
     a->axes.attention = strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0;
+    a->axes.layers = a->axes.attention ? plait_config_int(cfg, "model", "n_layer") : 0;
     snprintf(b->schedule, sizeof b->schedule, "%s", str_or(cfg, "parallel.pp", "schedule", "1f1b"));
     plait_value v;
     b->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;

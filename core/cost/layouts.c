@@ -145,9 +145,16 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
         }
         break;
     case PLAIT_AXIS_N_CHUNKS:
-        if (!vary) num[n++] = x->base.chunks;
-        else
-            for (int v = 2; v <= 8; v *= 2) num[n++] = v;
+        if (!vary) {
+            num[n++] = x->base.chunks;
+            break;
+        }
+        /* in increasing order: 2, 4, 8 and the divisors of a stage's blocks */
+        for (int v = 2; v <= PLAIT_COST_MAX_CHUNKS; v++) {
+            int pow2 = v <= 8 && (v & (v - 1)) == 0;
+            int whole = pp > 0 && x->layers > 0 && x->layers % pp == 0 && (x->layers / pp) % v == 0;
+            if (pow2 || whole) num[n++] = v;
+        }
         break;
     case PLAIT_AXIS_N_RECOMPUTE:
         if (!vary) {

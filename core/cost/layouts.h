@@ -84,7 +84,14 @@ typedef struct plait_cost_axes {
      * divisors of ranks that divide experts, up to PLAIT_MODEL_MAX_EP, and
      * base.ep; the enumeration keeps those dividing a layout's dp x cp */
     int64_t experts;
+    /* The model's blocks (n_layer; 0: not known): a varied chunks axis
+     * takes 2, 4 and 8 and, where pp divides them, every divisor of the
+     * blocks a stage holds from 3 up to PLAIT_COST_MAX_CHUNKS (a virtual
+     * stage of whole blocks, as Megatron-LM's recipes set 5, 7 or 12) */
+    int64_t layers;
 } plait_cost_axes;
+
+#define PLAIT_COST_MAX_CHUNKS 16
 
 /* The fewest tokens of a sequence a cp rank keeps when cp varies without
  * bounds: context parallelism is for sequences whose activations a rank

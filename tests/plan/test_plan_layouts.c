@@ -132,6 +132,34 @@ static void test_enumerate_default_axes(void **state) {
     assert_int_equal(seen, 6);
 }
 
+/* Varied chunks: 2, 4 and 8, and the divisors of a stage's blocks from 3
+ * up (whole blocks a virtual stage, as Megatron-LM's recipes' v5, v7, v12):
+ * 24 blocks over pp 4 hold 6 a stage (2, 3, 4, 6, 8); over pp 2, 12 (2, 3,
+ * 4, 6, 8, 12); a model of unknown depth keeps 2, 4, 8. */
+static void test_enumerate_chunks(void **state) {
+    (void)state;
+    static const int want4[] = {2, 3, 4, 6, 8}, want2[] = {2, 3, 4, 6, 8, 12}, plain[] = {2, 4, 8};
+    const struct {
+        int pp;
+        int64_t layers;
+        const int *want;
+        size_t n;
+    } cases[] = {{4, 24, want4, 5}, {2, 24, want2, 6}, {2, 0, plain, 3}, {4, 22, plain, 3}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        plait_cost_axes a = axes4("chunks");
+        plait_cost_axes_values(&a, "schedule", "interleaved");
+        a.base.pp = cases[c].pp;
+        a.base.dp = 4 / cases[c].pp;
+        a.layers = cases[c].layers;
+        plait_cost_layout l[32];
+        size_t n = plait_cost_enumerate(&a, l, 32);
+        if (n != cases[c].n)
+            fail_msg("pp %d, %lld blocks: %zu chunk counts, expected %zu", cases[c].pp, (long long)cases[c].layers, n,
+                     cases[c].n);
+        for (size_t i = 0; i < n; i++) assert_int_equal(l[i].chunks, cases[c].want[i]);
+    }
+}
+
 static void test_enumerate_bounds_and_optim(void **state) {
     (void)state;
     plait_cost_axes a = axes4("dp,tp,pp,schedule,optim");
@@ -268,7 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_groups),           cmocka_unit_test(test_table_columns_aligned),
         cmocka_unit_test(test_enumerate_default_axes), cmocka_unit_test(test_enumerate_bounds_and_optim),
-        cmocka_unit_test(test_stages_match_plans),
+        cmocka_unit_test(test_enumerate_chunks),       cmocka_unit_test(test_stages_match_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

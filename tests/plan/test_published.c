@@ -36,9 +36,9 @@
  * with selective recomputation, which fits them once an interleaved
  * stage's alike chunks share their slots, and fall out: docs/plan.md) */
 #define MIN_WITHIN_15 45
-/* points between the predicted and the measured MFU, the median: 6.0 now,
+/* points between the predicted and the measured MFU, the median: 5.6 now,
  * where the goal is 5 (the DGX Cloud rows, docs/plan.md) */
-#define MAX_MEDIAN_MFU 6.0
+#define MAX_MEDIAN_MFU 5.7
 
 typedef struct run {
     char name[64], source[512], arch[16], cluster[64], schedule[16], sp[4], optim[16], recompute[16], unit[32],
@@ -237,6 +237,7 @@ static int weigh(const run *r, outcome *o) {
     axes.ranks = r->gpus;
     axes.global_batch = r->global_batch;
     axes.seq = r->seq; /* cp varies with the sequence (layouts.h) */
+    axes.layers = r->n_layer; /* chunks with whole blocks (layouts.h) */
     axes.attention = 1;
     axes.base = (plait_cost_layout){.dp = r->gpus, .tp = 1, .pp = 1, .schedule = "1f1b", .chunks = 1, .optim = "adam",
                                     .comm = "tcp"};
@@ -316,7 +317,7 @@ int main(int argc, char **argv) {
                     "published layout | error | MFU measured / predicted | the planner's first choice | its "
                     "prediction |\n|---|---|---|---|---|---|---|---|---|---|\n");
     char line[4096];
-    int lineno = 0, rows = 0, fitting = 0, within = 0, bad = 0;
+    int lineno = 0, rows = 0, fitting = 0, within = 0, bad = 0, slower = 0;
     double mfu_gap[256];
     while (fgets(line, sizeof line, in)) {
         lineno++;
@@ -339,6 +340,15 @@ int main(int argc, char **argv) {
         rows++;
         fitting += o.fits;
         within += o.within_15;
+        /* the search holds every published layout: where it fits, the first
+         * choice is at least as fast */
+        if (o.fits && o.first_tokens < o.predicted * (1 - 1e-9)) {
+            fprintf(stderr,
+                    "FAIL: %s: the first choice, %s, is predicted at %.0f tokens/s, below the published "
+                    "layout, %s, at %.0f\n",
+                    r.name, o.first, o.first_tokens, o.published, o.predicted);
+            slower = 1;
+        }
         char fit[96];
         snprintf(fit, sizeof fit, "%s: %.1f (%.0f)", o.fits ? "yes" : "**no**", o.mem_gib, o.limit_gib);
         char cp[32] = "";
@@ -367,7 +377,7 @@ int main(int argc, char **argv) {
                     median <= 5 ? "met" : "missed");
     if (md) fclose(md);
     if (bad || rows == 0) return 1;
-    int rc = 0;
+    int rc = slower;
     if (fitting < MIN_FITTING)
         fprintf(stderr, "FAIL: %d published layouts fit, fewer than the %d that did\n", fitting, MIN_FITTING), rc = 1;
     if (within < MIN_WITHIN_15)
