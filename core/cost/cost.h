@@ -130,6 +130,8 @@ typedef struct plait_cost_job {
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
     int whole_masters;        /* bit z set: [optim.zeroZ] master = whole (zero1, zero2; else their
                                * default, auto: the masters of master_numel sharded at dp x cp > 1) */
+    int overlap_gather;       /* bit z set: [optim.zeroZ] overlap_param_gather (zero1, zero2): the
+                               * updated weights' gathers travel beside the next step's forward */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives
@@ -214,6 +216,9 @@ typedef struct plait_cost_time {
     double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
     const char *ep_link;          /* the ep group's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
+    double dp_ahead;              /* overlap_param_gather: the updated weights' gathers beside the next
+                                     step's forward (its first micro-batch's: dp_ahead_window) */
+    double dp_ahead_window;
     double dp_window;             /* the compute it can hide behind: the last micro-batch's backward (adam,
                                      zero1), every micro-batch after the first's backward (zero2), the
                                      step's backward (zero3) */

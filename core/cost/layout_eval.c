@@ -94,17 +94,22 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
     *params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
 }
 
-int plait_cost_masters_of(const plait_config *cfg) {
+/* Bit z set where [optim.zeroZ] `key` reads `value` (z = 1, 2). */
+static int zero12_bits(const plait_config *cfg, const char *key, int64_t value) {
     int bits = 0;
     for (int z = 1; z <= 2; z++) {
         char sec[16];
         snprintf(sec, sizeof sec, "optim.zero%d", z);
         plait_value v;
-        /* the choices auto, sharded, whole (plugins/optim/common/zero_state.c) */
-        if (plait_config_get(cfg, sec, "master", &v) == PLAIT_OK && v.i == 2) bits |= 1 << z;
+        if (plait_config_get(cfg, sec, key, &v) == PLAIT_OK && v.i == value) bits |= 1 << z;
     }
     return bits;
 }
+
+int plait_cost_overlap_gather_of(const plait_config *cfg) { return zero12_bits(cfg, "overlap_param_gather", 1); }
+
+/* master's choices are auto, sharded, whole (plugins/optim/common/zero_state.c) */
+int plait_cost_masters_of(const plait_config *cfg) { return zero12_bits(cfg, "master", 2); }
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
@@ -173,7 +178,8 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .zero = zero,
                         .bucket_bytes = bucket,
                         .precision = precision,
-                        .whole_masters = plait_cost_masters_of(cfg)};
+                        .whole_masters = plait_cost_masters_of(cfg),
+                        .overlap_gather = plait_cost_overlap_gather_of(cfg)};
     plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     /* every world rank: a cp rank's memory is its cp rank 0 peer's */
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
@@ -204,6 +210,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .offload_buffer = x->offload_buffer,
                             .offload_params = x->offload_params,
                             .whole_masters = x->whole_masters,
+                            .overlap_gather = x->overlap_gather,
                             .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
                             .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
                                                                                                                 : 4};

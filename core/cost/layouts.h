@@ -155,6 +155,7 @@ typedef struct plait_cost_ctx {
     double offload_buffer;    /* [optim] offload_buffer */
     int offload_params;       /* [optim] offload_params */
     int whole_masters;        /* plait_cost_masters_of */
+    int overlap_gather;       /* plait_cost_overlap_gather_of */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
@@ -178,6 +179,9 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
 /* Bit z set where `cfg` has [optim.zeroZ] master = whole (z = 1, 2):
  * plait_cost_job.whole_masters. */
 int plait_cost_masters_of(const plait_config *cfg);
+/* Bit z set where `cfg` has [optim.zeroZ] overlap_param_gather = true (z =
+ * 1, 2): plait_cost_job.overlap_gather. */
+int plait_cost_overlap_gather_of(const plait_config *cfg);
 /* [optim.zeroN] master of `cfg` (finalized) on ranks whose model reads
  * the weights' bf16 copy (bf16 1) or float32 weights (bf16 0): `plait
  * train`'s rule and refusal (train/masters.h, the error set naming where

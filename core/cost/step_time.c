@@ -131,13 +131,16 @@ static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
  * the backward pass; ZeRO-3's gathers are prefetched except the first
  * layer's. */
 static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, double *hidden, double *exposed,
-                     double *bytes) {
+                     double *ahead, double *bytes) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     int n = d->n; /* dp x cp */
     double m = r->micro_batches > 0 ? r->micro_batches : 1;
-    *hidden = *exposed = *bytes = 0;
+    *hidden = *exposed = *ahead = *bytes = 0;
     if (n <= 1) return;
+    /* overlap_param_gather: the updated weights' gathers but the first
+     * unit's travel beside the next step's forward */
+    const int overlap = j->zero >= 1 && j->zero <= 2 && (j->overlap_gather & (1 << j->zero));
     /* compression (grad_wire, param_wire): the gradients' reductions and
      * ZeRO's parameter gathers (the updated weights' of stages 1/2, the
      * layers' of stage 3) move that share of their bytes */
@@ -158,7 +161,9 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
             *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
             double units = parts_of(r, W, unit);
             if (grown && units < layers) units = layers;
-            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, units);
+            double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
+            *exposed = dp_gather(d, last, 1) + first;
+            *ahead = ag - first;
             *bytes = (n - 1.0) / n * (S + W * w);
         }
         return;
@@ -169,8 +174,10 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     double rs = dp_gathers(d, G, units, m);
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
+        double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
         *hidden = rs - tail;
-        *exposed = tail + dp_gather(d, W * w, units);
+        *exposed = tail + first;
+        *ahead = ag - first;
         *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
         double U = b.weight * r->largest_layer_numel * w;
@@ -227,15 +234,16 @@ static double ring_exposed(const plait_cost_rank *r, const route *cpr, double kv
  * group `e` (the dp x cp / ep ranks holding the same experts, ep x tp
  * ranks apart), each reduction with its own last bucket exposed. */
 static void dp_times_ep(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, dp_net *e, double *hidden,
-                        double *exposed, double *bytes) {
+                        double *exposed, double *ahead, double *bytes) {
     plait_cost_rank dense = *r, experts = *r;
     dense.param_numel -= r->expert_numel;
     experts.param_numel = r->expert_numel;
-    double h, x, b;
-    dp_times(&dense, j, d, hidden, exposed, bytes);
-    dp_times(&experts, j, e, &h, &x, &b);
+    double h, x, a, b;
+    dp_times(&dense, j, d, hidden, exposed, ahead, bytes);
+    dp_times(&experts, j, e, &h, &x, &a, &b);
     *hidden += h;
     *exposed += x;
+    *ahead += a;
     *bytes += b;
     d->intra += e->intra;
     d->inter += e->inter;
@@ -414,13 +422,14 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         if (tp_s + pp_s + cp_s + ep_s > comm_max) comm_max = tp_s + pp_s + cp_s + ep_s;
         dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical}; /* dp x cp */
         dp_net edp = {.c = c, .r = route_of(c, n, dp / ep, tp * ep), .n = dp / ep, .hier = j->hierarchical};
-        double h, e, b;
-        if (ep > 1 && r->expert_numel > 0) dp_times_ep(r, j, &d, &edp, &h, &e, &b);
-        else dp_times(r, j, &d, &h, &e, &b);
-        if (h + e > dp_total) {
-            dp_total = h + e;
+        double h, e, a, b;
+        if (ep > 1 && r->expert_numel > 0) dp_times_ep(r, j, &d, &edp, &h, &e, &a, &b);
+        else dp_times(r, j, &d, &h, &e, &a, &b);
+        if (h + e + a > dp_total) {
+            dp_total = h + e + a;
             out->dp_hidden = h;
             out->dp_exposed = e;
+            out->dp_ahead = a;
             out->dp_intra = d.intra;
             out->dp_inter = d.inter;
             out->dp_link = d.r.link->kind;
@@ -452,11 +461,15 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     if (j->zero <= 1) backward /= m;
     else if (j->zero == 2) backward = (m - 1) / m * fwd_bwd + backward / m;
     out->dp_window = backward;
-    double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);
+    /* overlap_param_gather's gathers beside the next step's first
+     * micro-batch's forward (a third of its compute) */
+    out->dp_ahead_window = out->compute / 3.0 / m;
+    double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0) +
+                     (out->dp_ahead > out->dp_ahead_window ? out->dp_ahead - out->dp_ahead_window : 0);
     /* on a CPU node whose cores the ranks fill, the collectives' copies
      * and sums run on those cores: hiding them behind the backward pass
      * only moves the work, so all of it counts */
-    if (!c->gpu && per_node * threads >= units) exposed = out->dp_exposed + out->dp_hidden;
+    if (!c->gpu && per_node * threads >= units) exposed = out->dp_exposed + out->dp_hidden + out->dp_ahead;
     out->comm += exposed;
     out->optim = opt_max;
     out->step = fwd_bwd + exposed + opt_max;

@@ -176,8 +176,11 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
 }
 
 const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t) {
-    snprintf(buf, cap, "%.4f s behind the backward pass%s", t->dp_hidden,
-             t->dp_hidden > t->dp_window ? " (more than it hides)" : "");
+    int n = snprintf(buf, cap, "%.4f s behind the backward pass%s", t->dp_hidden,
+                     t->dp_hidden > t->dp_window ? " (more than it hides)" : "");
+    if (t->dp_ahead > 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", %.4f s beside the next step's forward (overlap_param_gather%s)",
+                 t->dp_ahead, t->dp_ahead > t->dp_ahead_window ? ", more than it hides" : "");
     return buf;
 }
 
@@ -258,7 +261,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  PP  none (pp 1)\n");
     print_cp(out, l, bs, t);
     print_ep(out, l, bs, t);
-    char overlap[192];
+    char overlap[320];
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,
                 "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
@@ -267,6 +270,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
                 plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 3  ? ", the first layer's gather"
+                : t->dp_ahead > 0                     ? ", the updated weights' first unit's all-gather"
                 : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
                                                       : "");
     else

@@ -411,6 +411,23 @@ static void test_time_dp_window(void **state) {
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_hidden, 3.2 - 0.005);
     NEAR(t.step - t.optim, 1 + 0.205 + (3.2 - 0.005) - (15.0 / 16 + 2.0 / 3.0 / 16));
+    /* overlap_param_gather: of the weights' all-gather (40 units of 0.005
+     * s), the first unit's exposed and the rest beside the next step's
+     * first micro-batch's forward (a third of its 0.25 s) */
+    r.micro_batches = 4;
+    j.overlap_gather = 1 << 2;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_exposed, 0.005 + 0.005);
+    NEAR(t.dp_ahead, 0.2 - 0.005);
+    NEAR(t.dp_ahead_window, 1.0 / 3.0 / 4);
+    NEAR(t.step - t.optim, 1 + 0.01 + (0.195 - 1.0 / 12));
+    char beside[320];
+    plait_cost_dp_overlap_text(beside, sizeof beside, &t);
+    assert_non_null(strstr(beside, "beside the next step's forward"));
+    j.overlap_gather = 1 << 1; /* zero1's alone: zero2 waits */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_ahead, 0.0);
+    NEAR(t.step - t.optim, 1 + 0.205);
 }
 
 /* one node of 2 cores computing 2e11 FLOP/s together */

@@ -83,6 +83,18 @@
  * same summed gradient the two copies take identical Adam updates (the
  * last stage's copy has state of its own, as with plain Adam).
  *
+ * Updated weights (ZeRO-1/2, zero_step.c). step() all-gathers every unit's
+ * updated slices into the core's storage (or, as a distributed optimizer,
+ * the bf16 copies), at most max_inflight at once, and waits for them; with
+ * [optim.zeroN] overlap_param_gather it starts the first max_inflight and
+ * returns, and each layer's before_forward waits for that layer's units
+ * (the gathers start and complete in unit order, which is layer order)
+ * and starts the next ones as room frees, so the gathers travel beside the
+ * forward of the layers before them. Every other entry point (the backward
+ * hooks, finish_grads, step, the exports) first starts and waits for every
+ * gather left (zero_gather_finish): a checkpoint's exports, which every DP
+ * rank makes at the same point, find the weights whole.
+ *
  * Parameters (ZeRO-3, zero_gather.c). A layer's units are all-gathered in
  * before_forward/before_backward and released in after_forward/
  * after_backward. Prefetch follows the order hooks arrived in during the
@@ -220,6 +232,14 @@ typedef struct zero {
     int unit_floor; /* bucket_size = 0 under ZeRO-1/2: units grow to ZERO_RANK_FLOOR a rank */
     int max_inflight;
     int prefetch;
+    /* ZeRO-1/2, [optim.zeroN] overlap_param_gather: step() starts the
+     * updated weights' gathers and leaves them travelling; the next unit to
+     * start is ag_next (n_units: none left), each layer's forward waits for
+     * its units (layer_last_unit: its last, -1 for none), and every other
+     * entry point waits for them all first (zero_gather_finish) */
+    int overlap_gather;
+    int32_t ag_next;
+    int32_t *layer_last_unit;
     plait_compression compression; /* [optim.zeroN] grad_compression: the reduce-scatters' wire format */
     plait_compression param_gather; /* ZeRO-3, [optim.zero3] param_gather: bf16 or none */
     int32_t first_layer;            /* lowest layer with a local parameter */
@@ -348,6 +368,13 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
 /* ZeRO-1/2: every rank's slices into the core's parameters (each unit
  * all-gathered, waited for), in [optim.zeroN] param_gather's format. */
 plait_status zero_gather_updated(zero *z);
+/* overlap_param_gather: start the gathers (step()); wait for those of
+ * `layer`'s units, starting the next ones as room frees (its forward); start
+ * and wait for every one left (any other entry point). No-ops when none is
+ * left. */
+plait_status zero_gather_begin(zero *z);
+plait_status zero_gather_until(zero *z, int32_t layer);
+plait_status zero_gather_finish(zero *z);
 /* ZeRO-1/2: finish an all-gather of updated parameters into the core
  * (the request is done). */
 plait_status zero_ag_complete(zero *z, const zero_flight *f);
@@ -355,11 +382,11 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
-/* The keys of [optim.zeroN]: zero1's and zero2's master, then the four
- * every stage declares (bucket_size, max_inflight, grad_compression,
- * param_gather), then zero3's prefetch_layers. zero1 and zero2 declare
- * the five from zero_keys, zero3 the five from zero_keys + 1. */
-extern const plait_key_decl zero_keys[6];
+/* The keys of [optim.zeroN]: zero1's and zero2's overlap_param_gather and
+ * master, then the four every stage declares (bucket_size, max_inflight,
+ * grad_compression, param_gather), then zero3's prefetch_layers. zero1 and
+ * zero2 declare the six from zero_keys, zero3 the five from zero_keys + 2. */
+extern const plait_key_decl zero_keys[7];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

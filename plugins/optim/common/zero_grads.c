@@ -235,7 +235,7 @@ static void take_whole(zero *z, const zero_unit *u) {
 plait_status zero_finish_grads(void *state) {
     zero *z = state;
     zero_begin_traffic(z);
-    plait_status st = PLAIT_OK;
+    plait_status st = zero_gather_finish(z); /* a step with no backward: its forwards' gathers */
     for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++) {
         zero_unit *u = &z->units[ui];
         if (u->whole) {

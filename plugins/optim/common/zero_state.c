@@ -30,6 +30,8 @@ static void zero_destroy(void *sp) {
     zero *z = sp;
     if (!z) return;
     const plait_host *h = z->host;
+    /* gathers step() left travelling are waited for; those not started
+     * stay so: nothing reads the weights after the run ends */
     (void)zero_flight_drain(z);
     if (z->zero_stage == 3 && z->units) (void)zero_release_all(z);
     for (int32_t ui = 0; ui < z->n_units; ui++) zero_buf_put(z, z->units[ui].gbuf);
@@ -52,6 +54,7 @@ static void zero_destroy(void *sp) {
     zero_partition_free(z);
     free(z->trace_prev);
     free(z->trace_cur);
+    free(z->layer_last_unit);
     free(z);
 }
 
@@ -150,6 +153,8 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         z->param_gather = v.i && z->n > 1 ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
         if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
         if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
+        if (st == PLAIT_OK && zero_stage < 3) st = host->config_get(init->config, section, "overlap_param_gather", &v);
+        if (st == PLAIT_OK && zero_stage < 3) z->overlap_gather = v.i != 0;
     }
     if (st != PLAIT_OK) {
         zero_destroy(z);
@@ -194,6 +199,14 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
     st = zero_partition(z);
     if (st == PLAIT_OK && zero_stage == 3) st = zero_trace_seed(z);
+    z->ag_next = z->n_units;                /* no gather left travelling */
+    if (st == PLAIT_OK && zero_stage < 3) { /* overlap_param_gather's per-layer waits */
+        z->layer_last_unit = malloc(sizeof *z->layer_last_unit * (size_t)(z->n_layer_slots + 1));
+        if (!z->layer_last_unit) st = host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", name);
+        for (int32_t l = 0; st == PLAIT_OK && l <= z->n_layer_slots; l++) z->layer_last_unit[l] = -1;
+        for (int32_t u = 0; st == PLAIT_OK && u < z->n_units; u++)
+            if (!z->units[u].copy) z->layer_last_unit[z->units[u].layer] = u;
+    }
     if (st == PLAIT_OK) {
         z->flight = calloc((size_t)z->max_inflight + 1, sizeof *z->flight);
         z->cap_flight = z->max_inflight + 1;
@@ -396,6 +409,14 @@ static plait_status zero_before_forward(void *sp, int32_t layer, int32_t mb) {
     zero *z = sp;
     plait_status st = check_layer(z, layer);
     if (st != PLAIT_OK) return st;
+    /* ZeRO-1/2: the layer's updated weights, where step() left their
+     * gathers travelling ([optim.zeroN] overlap_param_gather) */
+    if (z->zero_stage != 3) {
+        if (!z->overlap_gather) return PLAIT_OK;
+        if (mb == 0 && layer == z->first_layer) z->in_step = 0;
+        zero_begin_traffic(z);
+        return zero_gather_until(z, layer);
+    }
     /* A step (or an evaluation pass) starts with micro-batch 0's first layer:
      * gathers of evaluation passes before it are not the step's traffic. */
     if (mb == 0 && layer == z->first_layer) z->in_step = 0;
@@ -414,6 +435,7 @@ static plait_status zero_after_forward(void *sp, int32_t layer, int32_t mb) {
 static plait_status zero_before_backward(void *sp, int32_t layer, int32_t mb) {
     zero *z = sp;
     plait_status st = check_layer(z, layer);
+    if (st == PLAIT_OK) st = zero_gather_finish(z); /* every layer's forward waited for its own already */
     if (st != PLAIT_OK) return st;
     zero_begin_traffic(z);
     if (z->zero_stage == 3) st = zero_acquire_layer(z, ZERO_EV_BWD, layer);
@@ -467,6 +489,10 @@ static plait_status zero_export_base(zero *z, int32_t param_index, const char *w
     if (orig >= 0) i = orig; /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
+    /* the weights the last step left travelling first: every DP rank
+     * exports at the same point (a checkpoint, a replica's snapshot) */
+    plait_status st = zero_gather_finish(z);
+    if (st != PLAIT_OK) return st;
     *src = (export_src){.local = i};
     if (strcmp(which, "param") == 0) {
         src->offloaded = z->store && z->offload.params;
@@ -608,8 +634,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
 #define ZERO_OPS(stage_, flags_)                                                                                       \
     {                                                                                                                  \
         .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,                         \
-        .create = create##stage_, .materialize = zero_materialize,                                                     \
-        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                                                  \
+        .create = create##stage_, .materialize = zero_materialize, .before_forward = zero_before_forward,              \
         .after_forward = (stage_) == 3 ? zero_after_forward : NULL, .before_backward = zero_before_backward,           \
         .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
         .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
@@ -629,7 +654,11 @@ static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 static const char *const master_choices[] = {"auto", "sharded", "whole", NULL};
 
 /* zero1's and zero2's five from [0], zero3's five from [1] (zero.h). */
-const plait_key_decl zero_keys[6] = {
+const plait_key_decl zero_keys[7] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap_param_gather", PLAIT_KEY_BOOL, "false", 1, 0, NULL,
+     "start the updated weights' all-gathers at the end of step() and wait for each layer's at its next forward, "
+     "so that they travel beside the forward of the layers before it (Megatron-LM's --overlap-param-gather); "
+     "false: step() waits for them all"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "master", PLAIT_KEY_ENUM, "auto", 1, 0, master_choices,
      "where the float32 master of a weight the products read through the bf16 copy lives: sharded (this rank's "
      "slice only, the bf16 values gathered into every rank's copy: Megatron-LM's distributed optimizer), whole "

@@ -44,6 +44,57 @@ static plait_status start_ag(zero *z, int32_t ui) {
     return zero_flight_push(z, ui, ZERO_FLIGHT_AG_STEP, buf, req);
 }
 
+/* The next unit with a gather to start (tied copies have none). */
+static int32_t next_gathered(const zero *z, int32_t ui) {
+    while (ui < z->n_units && z->units[ui].copy) ui++;
+    return ui;
+}
+
+plait_status zero_gather_begin(zero *z) {
+    plait_status st = PLAIT_OK;
+    z->ag_next = next_gathered(z, 0);
+    while (st == PLAIT_OK && z->ag_next < z->n_units && z->n_flight < z->max_inflight) {
+        st = start_ag(z, z->ag_next);
+        z->ag_next = next_gathered(z, z->ag_next + 1);
+    }
+    return st;
+}
+
+/* Units start in index order and complete in it (the flights are a FIFO),
+ * and a layer's forward comes after every layer before it, so waiting for
+ * the layer's last unit waits for all of its units. */
+plait_status zero_gather_until(zero *z, int32_t layer) {
+    int32_t last = z->layer_last_unit ? z->layer_last_unit[layer] : -1;
+    plait_status st = PLAIT_OK;
+    if (last < 0) return st;
+    while (st == PLAIT_OK && z->ag_next <= last) {
+        st = start_ag(z, z->ag_next);
+        z->ag_next = next_gathered(z, z->ag_next + 1);
+    }
+    if (st == PLAIT_OK) st = zero_flight_wait_unit(z, last);
+    /* the next ones travel beside this layer's forward */
+    while (st == PLAIT_OK && z->ag_next < z->n_units && z->n_flight < z->max_inflight) {
+        st = start_ag(z, z->ag_next);
+        z->ag_next = next_gathered(z, z->ag_next + 1);
+    }
+    return st;
+}
+
+plait_status zero_gather_finish(zero *z) {
+    plait_status st = PLAIT_OK;
+    if (!z->overlap_gather) return st;
+    int pending = z->ag_next < z->n_units;
+    for (int32_t i = 0; i < z->n_flight && !pending; i++) pending = z->flight[i].kind == ZERO_FLIGHT_AG_STEP;
+    if (!pending) return st;
+    while (st == PLAIT_OK && z->ag_next < z->n_units) {
+        st = start_ag(z, z->ag_next);
+        z->ag_next = next_gathered(z, z->ag_next + 1);
+    }
+    plait_status d = zero_flight_drain(z);
+    z->ag_next = z->n_units;
+    return st == PLAIT_OK ? d : st;
+}
+
 plait_status zero_gather_updated(zero *z) {
     plait_status st = PLAIT_OK;
     for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++)
@@ -70,6 +121,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     const plait_host *host = z->host;
     const plait_kernels *k = host->kernels;
     if (!z->materialized) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() before materialize()", z->name);
+    plait_status left = zero_gather_finish(z); /* a step with no forward since the last */
+    if (left != PLAIT_OK) return left;
     zero_begin_traffic(z);
     double waited_before = plait_optim_wait_seconds(host, z->dp, z->world);
     if (z->n_flight > 0)
@@ -127,7 +180,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         return st;
 
     /* ZeRO-1/2: every rank needs every updated parameter. */
-    st = z->zero_stage != 3 ? zero_gather_updated(z) : zero_flight_drain(z);
+    st = z->zero_stage == 3 ? zero_flight_drain(z) : z->overlap_gather ? zero_gather_begin(z) : zero_gather_updated(z);
     if (st != PLAIT_OK) return st;
     if (z->zero_stage == 3) zero_trace_commit(z);
 

@@ -19,7 +19,7 @@ static const plait_plugin_desc zero2_desc = {
     .description =
         "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
     .keys = zero_keys,
-    .n_keys = 5,
+    .n_keys = 6,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
     .ops = &zero2_ops,
