@@ -50,46 +50,41 @@ static int32_t next_gathered(const zero *z, int32_t ui) {
     return ui;
 }
 
-plait_status zero_gather_begin(zero *z) {
+/* Start gathers in unit order while the unit `upto` has not started, or
+ * (upto -1) while there is room in flight; the rest wait for later calls. */
+static plait_status start_gathers(zero *z, int32_t upto) {
     plait_status st = PLAIT_OK;
-    z->ag_next = next_gathered(z, 0);
-    while (st == PLAIT_OK && z->ag_next < z->n_units && z->n_flight < z->max_inflight) {
+    while (st == PLAIT_OK && z->ag_next < z->n_units &&
+           (upto >= 0 ? z->ag_next <= upto : z->n_flight < z->max_inflight)) {
         st = start_ag(z, z->ag_next);
         z->ag_next = next_gathered(z, z->ag_next + 1);
     }
     return st;
+}
+
+plait_status zero_gather_begin(zero *z) {
+    z->ag_next = next_gathered(z, 0);
+    return start_gathers(z, -1);
 }
 
 /* Units start in index order and complete in it (the flights are a FIFO),
  * and a layer's forward comes after every layer before it, so waiting for
- * the layer's last unit waits for all of its units. */
+ * the layer's last unit waits for all of its units; the next ones then
+ * travel beside this layer's forward. */
 plait_status zero_gather_until(zero *z, int32_t layer) {
     int32_t last = z->layer_last_unit ? z->layer_last_unit[layer] : -1;
-    plait_status st = PLAIT_OK;
-    if (last < 0) return st;
-    while (st == PLAIT_OK && z->ag_next <= last) {
-        st = start_ag(z, z->ag_next);
-        z->ag_next = next_gathered(z, z->ag_next + 1);
-    }
+    if (last < 0) return PLAIT_OK;
+    plait_status st = start_gathers(z, last);
     if (st == PLAIT_OK) st = zero_flight_wait_unit(z, last);
-    /* the next ones travel beside this layer's forward */
-    while (st == PLAIT_OK && z->ag_next < z->n_units && z->n_flight < z->max_inflight) {
-        st = start_ag(z, z->ag_next);
-        z->ag_next = next_gathered(z, z->ag_next + 1);
-    }
-    return st;
+    return st == PLAIT_OK ? start_gathers(z, -1) : st;
 }
 
 plait_status zero_gather_finish(zero *z) {
-    plait_status st = PLAIT_OK;
-    if (!z->overlap_gather) return st;
+    if (!z->overlap_gather) return PLAIT_OK;
     int pending = z->ag_next < z->n_units;
     for (int32_t i = 0; i < z->n_flight && !pending; i++) pending = z->flight[i].kind == ZERO_FLIGHT_AG_STEP;
-    if (!pending) return st;
-    while (st == PLAIT_OK && z->ag_next < z->n_units) {
-        st = start_ag(z, z->ag_next);
-        z->ag_next = next_gathered(z, z->ag_next + 1);
-    }
+    if (!pending) return PLAIT_OK;
+    plait_status st = start_gathers(z, z->n_units);
     plait_status d = zero_flight_drain(z);
     z->ag_next = z->n_units;
     return st == PLAIT_OK ? d : st;
