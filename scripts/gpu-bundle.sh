@@ -5,7 +5,7 @@
 #
 #   scripts/gpu-bundle.sh [BUILD]     (default: build) writes .gpu/ (git-ignored):
 #     tree.txz      the checkout with its build, at its absolute path
-#     libs.txz      inih, OpenBLAS (+ gfortran, quadmath), cmocka from this machine
+#     libs.txz      the Debian libraries the build links (inih, OpenBLAS, cmocka, hwloc, liburing, ...)
 #     on-device.sh  unpacks both there and runs a command in the checkout
 #
 # There: bash .gpu/on-device.sh COMMAND...   e.g. bash .gpu/on-device.sh bash scripts/gpu-session.sh
@@ -34,7 +34,8 @@ fi
 rm -rf .gpu && mkdir -p .gpu/libs
 rel=${root#/}
 brel=${build#/}
-# the tree: sources and the build, without git, run outputs, test scratch,
+# the tree: sources and the build, without git, run outputs, the tests'
+# scratch folders (BUILD/tests/*-work, each made again by its test),
 # objects and the checkout's other build directories (CI's sanitizer, clang
 # and fuzzing builds would take the bundle past the 64 MiB a device call carries)
 other_builds=()
@@ -43,13 +44,18 @@ for d in "$root"/*/; do
   if [ -f "$d/CMakeCache.txt" ] && [ "$d" != "$build" ]; then other_builds+=(--exclude="${d#/}"); fi
 done
 tar -C / -cJf .gpu/tree.txz --exclude="$rel/.git" --exclude="$rel/.gpu" --exclude="$rel/runs" \
-  --exclude="$brel/tests/e2e-work" --exclude="$brel/tests/sdk-work" --exclude='*.o' "${other_builds[@]}" "$rel"
-missing=
-for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libinih.so.1 libcmocka.so.0; do
-  p=$(ldconfig -p | awk -v l="$l" '$1 == l && !f { print $NF; f = 1 }')
-  if [ -n "$p" ]; then cp -L "$p" .gpu/libs/; else missing="$missing $l"; fi
-done
-[ -z "$missing" ] || echo "gpu-bundle: not found here, so not carried:$missing" >&2
+  --exclude="$brel/tests/*-work" --exclude='*.o' "${other_builds[@]}" "$rel"
+# the Debian libraries the build links (ldd of its programs and plugins,
+# which names their libraries' own needs too): every one but the C
+# library's parts and the compiler's runtime, which the GPU machine has, and
+# CUDA's, which it has in its own version
+# (ldd fails on the scripts among them: not dynamic executables)
+{ find "$build/bin" "$build/lib" "$build/tests" -type f \( -name '*.so*' -o -perm -u+x \) \
+  ! -path '*-work/*' ! -path '*/CMakeFiles/*' -exec ldd {} + 2>/dev/null || true; } |
+  awk '$2 == "=>" && $3 ~ /^\/(usr\/)?lib/ { print $3 }' | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
+  while read -r p; do cp -L "$p" .gpu/libs/; done
+[ -n "$(ls .gpu/libs)" ] || echo "gpu-bundle: no library found to carry (ldd of $build)" >&2
 tar -C .gpu -cJf .gpu/libs.txz libs && rm -rf .gpu/libs
 cat >.gpu/on-device.sh <<EOS
 #!/usr/bin/env bash
