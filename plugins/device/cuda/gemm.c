@@ -21,7 +21,9 @@
  *
  * Determinism: each distinct product (shapes, strides, pointer alignment)
  * is prepared once — descriptors and its algorithm — and reused for the
- * rest of the run, with the fixed workspace of open(). In deterministic
+ * rest of the run, with the fixed workspace of open(); the heuristic sees
+ * only what the key holds (promised16: a bias or aux pointer as aligned as
+ * the key promises, whichever call came first). In deterministic
  * mode the algorithm is the one cuBLASLt's heuristic returns first, among
  * algorithms without split-K reduction: the heuristic answers the same for
  * the same GPU and library, so two runs use the same algorithms and give
@@ -173,14 +175,31 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
     return 1;
 }
 
+/* What the heuristic is shown of a bias or aux pointer that a key
+ * promises 16-byte aligned and no more: an address of exactly that
+ * alignment (the workspace's start, which cudaMalloc aligns to 256 bytes,
+ * plus 16), never the first call's own pointer. The heuristic reads these
+ * pointers to learn their alignment, so shown the first call's it could
+ * choose by where that call's bias happened to lie (a 512-byte aligned
+ * expert's bias in one layout, a 256-byte aligned one in another) and give
+ * one key two algorithms, and two runs that should agree different bits;
+ * or choose one that a later, less aligned call of the key cannot use.
+ * With no workspace ([device.cuda] workspace_mib = 0) it is shown the
+ * call's own pointer. */
+static const void *promised16(const void *ptr) {
+    return ptr && pc_lt.workspace ? (const void *)((const char *)pc_lt.workspace + 16) : ptr;
+}
+
 /* The first algorithm the heuristic offers for `p` (with the bias
  * epilogue when `bias` is non-NULL: the heuristic reads the bias pointer
  * to know its alignment, and every later call of this shape passes one as
- * aligned, 16 bytes, gemm_key.has_bias; with a GELU epilogue when `gelu`,
- * its aux pointer read likewise, 16-byte aligned on every call; with
- * BGRADB when `bgrad`, `bias` then the vector it writes, g_bgrad's, 256-byte
- * aligned on every call); 0 if none. */
+ * aligned, 16 bytes, gemm_key.has_bias, so it is shown promised16's; with
+ * a GELU epilogue when `gelu`, its aux pointer likewise; with BGRADB when
+ * `bgrad`, `bias` then the vector it writes, g_bgrad's, 256-byte aligned
+ * on every call and shown as it is); 0 if none. */
 static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *aux, int bgrad) {
+    if (!bgrad) bias = promised16(bias);
+    aux = promised16(aux);
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (gelu == PC_GELU_FORWARD) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (gelu == PC_GELU_BACKWARD) epi = CUBLASLT_EPILOGUE_DGELU;
