@@ -27,7 +27,11 @@
 #     and checkpoints bit-identical to the first run's at step 5.
 #   test_gpu_training.sh MODE llama     the same for llama-tiny (RMSNorm,
 #     rotary positions, SwiGLU, grouped-query attention: the cuda device's
-#     Llama kernels): fp32 within 1e-4 of the cpu curve at every step, a bf16
+#     Llama kernels): fp32 within 1e-4 of the cpu curve at each of its first
+#     50 steps (llama-tiny's curve turns sensitive after that: two cpu runs
+#     that differ only in OpenBLAS's kernels, Zen's and Sandybridge's, part
+#     by 1.3e-6 up to step 55, 1.7e-4 at step 60 and 3.0e-3 at step 78, as
+#     an H200's run did at step 78; the whole curve is logged), a bf16
 #     run (bf16 activations: the Llama kernels' bf16 forms, core/model/
 #     llama_bf16.c) within 2% over windows, two deterministic bf16 runs
 #     bit-identical. On a GPU 100 steps; on the emulator 4 steps of
@@ -45,11 +49,13 @@ case $MODEL in
   *) fail "usage: test_gpu_training.sh [gpu|selfcheck|emu] [gpt|llama]" ;;
 esac
 
-# max_rel NAME REF TOL: every step's loss of run NAME within TOL relative of
-# run REF's (the CPU curve); prints the largest relative difference and its
-# step. Fails on a NaN or infinite loss, a step count that differs, or no steps.
+# max_rel NAME REF TOL [N]: every step's loss of run NAME (its first N
+# steps where N is given) within TOL relative of run REF's (the CPU curve);
+# prints the largest relative difference and its step. Fails on a NaN or
+# infinite loss, a step count that differs, or no steps.
 max_rel() {
-  paste -d' ' <(column "$1" loss) <(column "$2" loss) | awk -v tol="$3" -v a="$1" -v b="$2" '
+  local n=${4:-}
+  paste -d' ' <(column "$1" loss | head -n "${n:--0}") <(column "$2" loss | head -n "${n:--0}") | awk -v tol="$3" -v a="$1" -v b="$2" '
     function abs(x) { return x < 0 ? -x : x }
     NF != 2 { short = 1; next }
     { n++
@@ -124,9 +130,10 @@ else
   case "$line" in *" available "*) ;; *) echo "SKIP: no CUDA device: $(sed -n 2p <<<"$line" | sed 's/^ *-> *//')"; exit 77 ;; esac
   DEV=cuda STEPS=200 FP=fp32 LOW=bf16 WIN=10
 fi
+FPN=$STEPS # the steps fp32 is held to 1e-4 at
 if [ "$MODEL" = llama ]; then
   [ "$MODE" != selfcheck ] || fail "the self-check is the gpt arch's"
-  if [ "$MODE" = emu ]; then STEPS=4 WIN=2 EXTRA=(data.global_batch=2 model.block_size=96); else STEPS=100; fi
+  if [ "$MODE" = emu ]; then STEPS=4 WIN=2 FPN=4 EXTRA=(data.global_batch=2 model.block_size=96); else STEPS=100 FPN=50; fi
 fi
 # The second deterministic run's steps (BIT): on the emulator its first
 # window of steps, on the same schedule as the first run's (lr_decay_steps),
@@ -163,7 +170,8 @@ if [ "$LOW" = bf16 ]; then
   grep -q '^plait: activations bf16' "$E2E_WORK/dev_low_a.out" ||
     fail "the $DEV bf16 run kept float32 activations: $(grep 'activations' "$E2E_WORK/dev_low_a.out")"
 fi
-max_rel dev_fp32 cpu 1e-4 || fail "$DEV $FP is not within 1e-4 of the cpu loss curve"
+[ "$FPN" = "$STEPS" ] || max_rel dev_fp32 cpu 1 || true # for the log: the whole curve
+max_rel dev_fp32 cpu 1e-4 "$FPN" || fail "$DEV $FP is not within 1e-4 of the cpu loss curve over $FPN steps"
 max_rel dev_low_a cpu 1 || true # for the log: single steps of bf16 differ by up to ~3% on the CPU
 window_rel dev_low_a cpu 2e-2 "$WIN" || fail "$DEV $LOW is not within 2% of the cpu loss curve (means of $WIN steps)"
 bit_identical dev_low_a dev_low_b "$BIT" || fail "two $DEV $LOW runs in deterministic mode differ"
@@ -177,6 +185,8 @@ if [ "$MODE" = selfcheck ]; then
   # shellcheck disable=SC2016 # awk programs: $c is awk's
   fake off2e4 dev_fp32 '{ if (NR == 4) $c = $c * (1 + 2e-4); print }'
   expect_fail "a curve 2e-4 off at one step (1e-4 bound)" max_rel off2e4 cpu 1e-4
+  expect_fail "a curve 2e-4 off at the last of the steps compared" max_rel off2e4 cpu 1e-4 3
+  max_rel off2e4 cpu 1e-4 2 >/dev/null || fail "self-check: a step past the steps compared was held to the bound"
   # shellcheck disable=SC2016
   fake off3pc dev_low_a '{ if (NR >= 5) $c = $c * 1.03; print }'
   expect_fail "a curve 3% off over a window (2% bound on the means)" window_rel off3pc cpu 2e-2 "$WIN"
@@ -202,5 +212,5 @@ if [ "$MODE" = selfcheck ]; then
   expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte "$BIT"
   echo "self-check: the comparisons pass on sim ($STEPS steps) and catch every wrong curve"
 else
-  echo "$DEV $MODEL: $STEPS steps fp32 within 1e-4 and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
+  echo "$DEV $MODEL: $STEPS steps, fp32 within 1e-4 over the first $FPN, and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
 fi
