@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels_pool.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
@@ -62,6 +63,37 @@ static double normal_at(uint64_t key, uint64_t index) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* One init_values call's elements, cut into ranges the pool's threads
+ * draw: every element is a pure function of its global index, so the
+ * values are the same however many threads drew them. */
+typedef struct init_job {
+    const plait_param *param;
+    const plait_shard *second;
+    size_t offset;
+    float *dst;
+    enum init_kind kind;
+    double std;
+    uint64_t key;
+} init_job;
+
+static void init_range(void *ctx, int64_t lo, int64_t hi) {
+    const init_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        const size_t at = j->offset + (size_t)i;
+        int64_t g = j->second ? plait_shard_global_index_twice(j->param, j->second, at)
+                              : plait_shard_global_index(j->param, at);
+        if (g < 0 || j->kind == INIT_ZERO) j->dst[i] = 0.0f;
+        else if (j->kind == INIT_ONE) j->dst[i] = 1.0f;
+        else j->dst[i] = (float)(j->std * normal_at(j->key, (uint64_t)g));
+    }
+}
+
+/* Elements a range of the pool's: a normal deviate costs ~50-100 ns (a
+ * log, a cosine and a square root in double), so a range is well past a
+ * hand-off's cost; a 1B-parameter model's values are ~1e9 of them, a minute
+ * on one core. */
+#define INIT_RANGE 65536
+
 plait_status plait_model_init_values(const plait_init_rule *rule, const plait_param *param, size_t offset,
                                      size_t count, float *dst) {
     if (offset > param->numel || count > param->numel - offset)
@@ -69,22 +101,11 @@ plait_status plait_model_init_values(const plait_init_rule *rule, const plait_pa
                                "init values of %s: elements [%zu, %zu) outside its %zu local "
                                "elements",
                                param->name, offset, offset + count, param->numel);
-    double std;
+    init_job j = {.param = param, .offset = offset, .dst = dst};
     const char *hname;
-    enum init_kind kind = init_kind_of(param->name, rule, &std, &hname);
-    uint64_t key = plait_mix64(rule->seed ^ plait_mix64(plait_fnv1a_str(hname)));
-    const plait_shard *second = rule->second && param->index >= 0 && param->index < rule->n_second
-                                    ? &rule->second[param->index]
-                                    : NULL;
-    for (size_t i = 0; i < count; i++) {
-        int64_t g = second ? plait_shard_global_index_twice(param, second, offset + i)
-                           : plait_shard_global_index(param, offset + i);
-        if (g < 0 || kind == INIT_ZERO)
-            dst[i] = 0.0f;
-        else if (kind == INIT_ONE)
-            dst[i] = 1.0f;
-        else
-            dst[i] = (float)(std * normal_at(key, (uint64_t)g));
-    }
+    j.kind = init_kind_of(param->name, rule, &j.std, &hname);
+    j.key = plait_mix64(rule->seed ^ plait_mix64(plait_fnv1a_str(hname)));
+    j.second = rule->second && param->index >= 0 && param->index < rule->n_second ? &rule->second[param->index] : NULL;
+    plait_pool_for((int64_t)count, INIT_RANGE, init_range, &j);
     return PLAIT_OK;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "kernels/kernels_pool.h"
 #include "model/model.h"
 #include "model/model_internal.h"
 
@@ -106,6 +107,42 @@ static float *init_whole(const plait_init_rule *rule, const plait_param *g) {
     assert_non_null(v);
     assert_int_equal(plait_model_init_values(rule, &p, 0, p.numel, v), PLAIT_OK);
     return v;
+}
+
+/* A tensor of several of the pool's ranges (the embedding, 1000 x 256)
+ * takes the same values drawn by 1 thread and by 3, and each equals the
+ * value drawn alone, at the ranges' edges too. */
+static void test_threads_and_ranges(void **state) {
+    (void)state;
+    plait_config *cfg = make_config("[run]\nseed = 11\n[model]\nn_layer = 1\nn_head = 4\n"
+                                    "n_embd = 256\nblock_size = 8\nvocab_size = 1000\n");
+    plait_model_desc *d;
+    assert_int_equal(plait_model_describe(cfg, 1, &d), PLAIT_OK);
+    const plait_init_rule rule = plait_model_init_rule(d, 11);
+    const plait_model_spec *s = plait_model_desc_spec(d);
+    const plait_param *g = &s->params[plait_model_param_index(d, "transformer.wte.weight")];
+    plait_pool_set_threads(1);
+    float *one = init_whole(&rule, g);
+    plait_pool_set_threads(3);
+    assert_int_equal(plait_pool_threads(), 3);
+    float *three = init_whole(&rule, g);
+    plait_pool_set_threads(1);
+    const size_t n = 1000 * 256;
+    assert_memory_equal(one, three, n * sizeof(float));
+    plait_param p = *g;
+    plait_shard whole = {-1, 1, 0, 1, 0};
+    assert_int_equal(plait_param_apply_shard(&p, &whole), PLAIT_OK);
+    const size_t at[] = {0, 65535, 65536, 65537, 131071, 131072, 196608, n - 1};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        float x;
+        assert_int_equal(plait_model_init_values(&rule, &p, at[i], 1, &x), PLAIT_OK);
+        assert_memory_equal(&x, &three[at[i]], sizeof x);
+    }
+    assert_true(one[0] != one[1] && fabsf(one[n - 1]) < 0.2f);
+    free(one);
+    free(three);
+    plait_model_desc_free(d);
+    plait_config_free(cfg);
 }
 
 /* Slices for tp = 2, 3, 4 (37 rows of vocabulary: padded) equal the whole. */
@@ -342,7 +379,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_description),         cmocka_unit_test(test_layout_independent),
         cmocka_unit_test(test_expert_slices_twice), cmocka_unit_test(test_gpt2_scheme),
-        cmocka_unit_test(test_bad_shards),
+        cmocka_unit_test(test_bad_shards),          cmocka_unit_test(test_threads_and_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
