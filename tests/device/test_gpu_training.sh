@@ -6,6 +6,7 @@
 #     holds the CPU's bf16: single steps differ by up to ~3% there), two
 #     bf16 runs in deterministic mode bit-identical
 #     (every loss, and the final model and optimizer checkpoints byte for byte),
+#     as is the run stopped halfway and resumed from its checkpoint,
 #     and bf16 with a 4,096-token vocabulary, whose head runs in 4 chunks of
 #     rows, within 2% of the cpu over one window.
 #     Exits 77 (skipped, never passed) where no CUDA device is found.
@@ -151,6 +152,9 @@ train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP &
 train dev_low_a "${L[@]}" "run.steps=$STEPS" &
 joined
 train dev_low_b "${L[@]}" "run.steps=$BIT" &
+# the same run stopped at HALF (its checkpoint there) and resumed to BIT
+HALF=$(((BIT + 1) / 2))
+train dev_low_r "${L[@]}" "run.steps=$HALF" "run.ckpt_every=$HALF" &
 # bf16 activations compute the head a chunk of rows at a time (gpt_bf16.c):
 # a vocabulary of 4,096 leaves 128-wide rows room for 64 logit rows a chunk,
 # so the 2 x 128 rows of a micro-batch take 4 chunks
@@ -175,6 +179,10 @@ max_rel dev_fp32 cpu 1e-4 "$FPN" || fail "$DEV $FP is not within 1e-4 of the cpu
 max_rel dev_low_a cpu 1 || true # for the log: single steps of bf16 differ by up to ~3% on the CPU
 window_rel dev_low_a cpu 2e-2 "$WIN" || fail "$DEV $LOW is not within 2% of the cpu loss curve (means of $WIN steps)"
 bit_identical dev_low_a dev_low_b "$BIT" || fail "two $DEV $LOW runs in deterministic mode differ"
+train dev_low_r "${L[@]}" "run.steps=$BIT" "run.ckpt_every=$HALF" --resume
+grep -q "resuming from .*ckpt-$(printf %08d "$HALF")" "$E2E_WORK/dev_low_r.out" || fail "dev_low_r did not resume from step $HALF"
+bit_identical dev_low_a dev_low_r "$BIT" ||
+  fail "a $DEV $LOW run stopped at step $HALF and resumed from its checkpoint differs from the uninterrupted run"
 if [ -n "$CHUNKS" ]; then
   grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||
     fail "the head did not run in 4 chunks: $(grep 'activations' "$E2E_WORK/dev_chunks.out")"
@@ -212,5 +220,5 @@ if [ "$MODE" = selfcheck ]; then
   expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte "$BIT"
   echo "self-check: the comparisons pass on sim ($STEPS steps) and catch every wrong curve"
 else
-  echo "$DEV $MODEL: $STEPS steps, fp32 within 1e-4 over the first $FPN, and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
+  echo "$DEV $MODEL: $STEPS steps, fp32 within 1e-4 over the first $FPN, and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs, and one stopped at step $HALF and resumed, bit-identical"
 fi
