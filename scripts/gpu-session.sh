@@ -140,13 +140,14 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
   say "| run | ms/step | tokens/s | MFU vs 989 | MFU vs measured GEMM | peak GPU memory | status |"
   say "|---|---|---|---|---|---|---|"
   mfu() { awk -v t="$1" -v f="$FPT" -v p="$2" 'BEGIN { if (t == "" || p == "" || p == 0) print "n/a"; else printf "%.1f%%", 100 * t * f / (p * 1e12) }'; }
-  plait_bench() { # precision [recompute]
-    local p=$1 pp=$1 name=plait-$1 rcmp=${2:-none} extra=""
+  plait_bench() { # precision [recompute [deterministic]]
+    local p=$1 pp=$1 name=plait-$1 rcmp=${2:-none} det=false extra=""
     [ "$DEV" = sim ] && pp=fp32 # sim computes in fp32 only
     [ "$rcmp" != none ] && name=$name-$rcmp extra=", recompute $rcmp"
+    [ "${3:-}" = deterministic ] && det=true name=$name-det extra="$extra, deterministic"
     smi_peak_start "$name"
     rc=$(run "$name.log" 45 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp" \
-      model.recompute="$rcmp")
+      model.recompute="$rcmp" run.deterministic="$det")
     local mem ms tps
     mem=$(smi_peak_stop)
     read -r ms tps <<<"$(bench_row "$name.log")"
@@ -179,6 +180,7 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
   # each precision beside PyTorch in the same mode, eager; bf16 compiled too
   plait_bench bf16
   plait_bench bf16 selective # GELU's output rebuilt in the backward: less memory, a little more time
+  plait_bench bf16 none deterministic # each product the heuristic's first algorithm, never timed
   peer_bench "bf16 eager"
   peer_bench "bf16 compiled" --compile
   plait_bench tf32
