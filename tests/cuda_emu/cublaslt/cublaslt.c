@@ -362,8 +362,8 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
     algo_rec r = {.magic = ALGO_MAGIC,
                   .max_workspace = pref->max_workspace,
                   .align = {pref->align[0], pref->align[1], pref->align[2], pref->align[3]},
-                  .bias_align = lt_addr_align(p.d->bias, BIAS_ALIGN_CAP),
-                  .aux_align = lt_addr_align(p.d->aux, BIAS_ALIGN_CAP),
+                  .bias_align = p.d->bias ? lt_addr_align(p.d->bias, BIAS_ALIGN_CAP) : NULL_BIAS_ALIGN,
+                  .aux_align = p.d->aux ? lt_addr_align(p.d->aux, BIAS_ALIGN_CAP) : NULL_BIAS_ALIGN,
                   .epilogue = p.d->epilogue,
                   .compute = p.d->compute,
                   .ab_type = p.a->type};

@@ -21,12 +21,13 @@ enum { MAGIC_HANDLE = 0x4c54484e, MAGIC_LAYOUT = 0x4c544c59, MAGIC_DESC = 0x4c54
 /* The bias has no preference of its own: NVIDIA says the heuristic reads
  * the BIAS_POINTER value to learn its alignment. A NULL pointer says
  * nothing, so the emulated algorithm assumes what 16-byte vector loads
- * need; a non-NULL pointer's alignment counts up to the alignment cuBLASLt
+ * need (NULL_BIAS_ALIGN); a non-NULL pointer's alignment counts up to the alignment cuBLASLt
  * assumes of operands by default (DEFAULT_ALIGN), the most an algorithm
  * may rely on: a product whose first bias lay 256-byte aligned is refused
  * a later, 128-byte aligned bias, as an algorithm chosen for it may refuse
  * or mis-read one on a GPU. The aux pointer likewise. */
 #define BIAS_ALIGN_CAP DEFAULT_ALIGN
+#define NULL_BIAS_ALIGN 16u
 
 struct cublasLtContext {
     uint32_t magic;
