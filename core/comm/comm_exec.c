@@ -149,9 +149,12 @@ static void trace_wait(const plait_request *r, uint64_t t0, uint64_t t1) {
     plait_trace_span(PLAIT_TRACE_WAIT, name, t0, t1, &ta);
 }
 
-static plait_status finish_coll(plait_request *r, int *done, int block) {
+/* With `block`, wait for it; the time blocked counts (wait_ns, and the
+ * trace's wait span) from `since` (0: now), where the caller began
+ * waiting. */
+static plait_status finish_coll(plait_request *r, int *done, int block, uint64_t since) {
     plait_comm *comm = r->comm;
-    uint64_t t0 = block ? plait_clock_now_ns() : 0;
+    uint64_t t0 = block ? (since ? since : plait_clock_now_ns()) : 0;
     pthread_mutex_lock(&comm->lock);
     if (block)
         while (!r->done) pthread_cond_wait(&comm->done_cond, &comm->lock);
@@ -177,20 +180,29 @@ plait_status plait_request_wait_device(plait_request *r) {
     if (r->kind == PLAIT_REQ_P2P) return plait_p2p_wait(r);
     plait_comm *comm = r->comm;
     uint64_t t0 = plait_clock_now_ns();
+    int blocked = 0;
     pthread_mutex_lock(&comm->lock);
-    while (!r->done && !r->posted) pthread_cond_wait(&comm->done_cond, &comm->lock);
+    while (!r->done && !r->posted) {
+        blocked = 1;
+        pthread_cond_wait(&comm->done_cond, &comm->lock);
+    }
     int posted_only = !r->done;
     pthread_mutex_unlock(&comm->lock);
-    atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
-    if (!posted_only) return finish_coll(r, NULL, 1);
+    /* done: the whole wait is finish_coll's (one interval, counted and
+     * traced once) */
+    if (!posted_only) return finish_coll(r, NULL, 1, t0);
+    uint64_t t1 = plait_clock_now_ns();
+    atomic_fetch_add(&comm->wait_ns, t1 - t0);
+    if (blocked) trace_wait(r, t0, t1);
     /* done_ev stays the request's until it is released: the running
      * thread does not touch it before `detached` */
-    if (plait_comm_done_wait(plait_comm_device_of(comm), r->done_ev) != PLAIT_OK) return finish_coll(r, NULL, 1); /* the host, then */
+    if (plait_comm_done_wait(plait_comm_device_of(comm), r->done_ev) != PLAIT_OK)
+        return finish_coll(r, NULL, 1, 0); /* the host, then */
     pthread_mutex_lock(&comm->lock);
     int done = r->done;
     if (!done) r->detached = 1;
     pthread_mutex_unlock(&comm->lock);
-    if (done) return finish_coll(r, NULL, 1);
+    if (done) return finish_coll(r, NULL, 1, 0);
     return plait_comm_check_usable(comm);
 }
 
@@ -254,18 +266,18 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         *req = r;
         return PLAIT_OK;
     }
-    return finish_coll(r, NULL, 1);
+    return finish_coll(r, NULL, 1, 0);
 }
 
 plait_status plait_request_wait(plait_request *req) {
     if (!req) return plait_set_error(PLAIT_ERR_INVALID_ARG, "wait() on a NULL request");
     if (req->kind == PLAIT_REQ_P2P) return plait_p2p_wait(req);
-    return finish_coll(req, NULL, 1);
+    return finish_coll(req, NULL, 1, 0);
 }
 
 plait_status plait_request_test(plait_request *req, int *done) {
     *done = 0;
     if (!req) return plait_set_error(PLAIT_ERR_INVALID_ARG, "test() on a NULL request");
     if (req->kind == PLAIT_REQ_P2P) return plait_p2p_test(req, done);
-    return finish_coll(req, done, 0);
+    return finish_coll(req, done, 0, 0);
 }
