@@ -73,6 +73,11 @@ typedef struct plait_cost_rank {
                                   * original's): the weights a distributed optimizer keeps no whole
                                   * float32 copy of ([optim.zeroN] master) */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
+    /* of tp_msgs, the column-parallel products' input-gradient sums a
+     * one-pass backward starts before their weight gradients ([parallel.tp]
+     * overlap; a reduce-scatter half an all-reduce), and the FLOPs of those
+     * weight gradients (plait_cost_tp_overlap) */
+    double tp_hide_msgs, tp_hide_flops;
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     /* ring attention (cp > 1, model/ring_attention.c), per step: the
      * forward's ring passes that move a transfer (cp - 1 a block and
@@ -132,6 +137,7 @@ typedef struct plait_cost_job {
                                * default, auto: the masters of master_numel sharded at dp x cp > 1) */
     int overlap_gather;       /* bit z set: [optim.zeroZ] overlap_param_gather (zero1, zero2): the
                                * updated weights' gathers travel beside the next step's forward */
+    int tp_overlap;           /* [parallel.tp] overlap: the input-gradient sums beside the weight gradients */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives
@@ -208,7 +214,8 @@ typedef struct plait_cost_time {
     double attention_rate;        /* FLOP/s its fused attention runs at (0: the products' rate) */
     double recompute;             /* of compute, the forwards run again */
     double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
-    double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
+    double tp_s, pp_s;            /* the busiest stage's TP all-reduces (exposed) and pipeline sends */
+    double tp_hidden;             /* of its TP collectives, the time behind the weight gradients */
     double wire_bytes;            /* bytes an element of those messages takes on the wire */
     double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
     double cp_kv_bytes;           /* bytes an element of their K and V takes on the wire */

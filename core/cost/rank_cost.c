@@ -257,6 +257,10 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     if (mesh->tp > 1) {
         out->tp_msgs = plan->micro_batches * (plait_cost_tp_block_collectives(&s) * blocks + has_embedding + has_head);
         out->tp_msg_elems = bsh;
+        double hm, hf;
+        plait_cost_tp_overlap(&s, blocks, sparse, &hm, &hf);
+        out->tp_hide_msgs = plan->micro_batches * hm;
+        out->tp_hide_flops = plan->micro_batches * hf;
     }
     /* PP: every chunk boundary sends the activation forward and its
      * gradient back, once per micro-batch; the first and last chunk of the

@@ -567,6 +567,10 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         if (tp > 1) {
             r->tp_msgs = mb * (plait_cost_tp_block_collectives(&s) * blocks + emb + head);
             r->tp_msg_elems = bsh;
+            double hm, hf;
+            plait_cost_tp_overlap(&s, blocks, sparse, &hm, &hf);
+            r->tp_hide_msgs = mb * hm;
+            r->tp_hide_flops = mb * hf;
         }
         if (p > 1) {
             r->pp_msg_elems = s.sp ? bsh / tp : bsh; /* under sp each rank sends its part of the sequence */

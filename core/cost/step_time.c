@@ -357,6 +357,17 @@ static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, con
     *fwd_bwd = paced + comm_max;
 }
 
+/* [parallel.tp] overlap: the seconds of a stage's tp collectives (`one`
+ * an all-reduce's) that travel beside the weight gradients of their
+ * products, as far as those last at the products' rate. The caller counts
+ * none on a CPU node whose cores the ranks fill: the collectives' sums
+ * take the same cores, as for DP below. */
+static double tp_behind(const plait_cost_rank *r, const plait_cluster *c, double alone, double one) {
+    if (r->tp_hide_msgs <= 0) return 0;
+    double behind = r->tp_hide_flops / (alone * plait_cost_width_share(c, r->width));
+    return r->tp_hide_msgs * one < behind ? r->tp_hide_msgs * one : behind;
+}
+
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
                           plait_cost_time *out) {
     memset(out, 0, sizeof *out);
@@ -394,8 +405,9 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         /* an all-reduce, or under sequence parallelism an all-gather and a
          * reduce-scatter: 2(n-1) steps of S/n either way */
         double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message, wire = j->wire_bytes > 0 ? j->wire_bytes : mb;
-        double tp_s = r->tp_msgs *
-                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
+        const double one = plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
+        double tp_hidden = j->tp_overlap && (c->gpu || per_node * threads < units) ? tp_behind(r, c, alone, one) : 0;
+        double tp_s = r->tp_msgs * one - tp_hidden;
         double pp_s = r->pp_msgs * (ppr.link->latency + wire * r->pp_msg_elems / ppr.bandwidth);
         double kv = j->cp_kv_bytes > 0 ? j->cp_kv_bytes : mb, cp_all;
         double cp_s = ring_exposed(r, &cpr, kv, sz.message, alone, &cp_all);
@@ -410,6 +422,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->compute = compute;
             out->recompute = plait_cost_compute_s(c, out, alone, r, 1);
             out->tp_s = tp_s;
+            out->tp_hidden = tp_hidden;
             out->pp_s = pp_s;
             out->wire_bytes = wire;
             out->cp_s = cp_s;
@@ -445,6 +458,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double fwd_bwd = crit;
     out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s;
     out->idle = crit - out->compute - out->comm;
+    if (out->idle < 0) out->idle = 0; /* rounding */
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
     /* what the DP reduction can hide behind: plain DP and ZeRO-1 start a
      * bucket at the last micro-batch's backward of its layers

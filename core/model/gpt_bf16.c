@@ -111,9 +111,23 @@ plait_status plait_bf16_row_product(plait_model *m, float *out, const float *res
  * parallelism this rank's partial sums, summed over the group into its R
  * rows at sb.dln's start (float32 in s_dln on the way). */
 plait_status plait_bf16_input_grad_sum(plait_model *m, const char *where, int32_t layer) {
+    tp_pending pend;
+    plait_status st = plait_bf16_input_grad_sum_start(m, 0, where, layer, &pend);
+    return st == PLAIT_OK ? plait_bf16_input_grad_sum_end(m, &pend) : st;
+}
+
+plait_status plait_bf16_input_grad_sum_start(plait_model *m, int overlap, const char *where, int32_t layer,
+                                             tp_pending *p) {
+    *p = (tp_pending){0};
     if (!m->tp_ops) return PLAIT_OK;
     widen(m, m->s_dln, m->sb.dln, m->B * m->T * m->C);
-    plait_status st = plait_tp_grad_sum(m, m->s_dln, where, layer);
+    return overlap ? plait_tp_grad_sum_start(m, m->s_dln, where, layer, p)
+                   : plait_tp_grad_sum(m, m->s_dln, where, layer);
+}
+
+plait_status plait_bf16_input_grad_sum_end(plait_model *m, tp_pending *p) {
+    if (!m->tp_ops) return PLAIT_OK;
+    plait_status st = plait_tp_grad_sum_end(m, p);
     if (st == PLAIT_OK) m->k->to_bf16(m->sb.dln, m->s_dln, (size_t)(m->R * m->C));
     return st;
 }
@@ -284,14 +298,19 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
         m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
                                             m->T, m->NHl, m->HS);
     if (st != PLAIT_OK) return st;
+    /* with tp_overlap the input gradient's sum travels while c_attn's
+     * weight gradient is made */
+    const int apart = !g && m->tp_overlap;
     if (g) {
         keep_bf16(m, g->dres2, dres, BT * C);
         keep_bf16(m, g->dqkv, m->sb.dqkv, BT * 3 * Cl);
-        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, ln, w.in_w, BT, C, 3 * Cl);
-    } else {
-        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, ln, w.in_w);
     }
-    if ((st = plait_bf16_input_grad_sum(m, "before attn.c_attn", layer)) != PLAIT_OK) return st;
+    if (g || apart) m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, ln, w.in_w, BT, C, 3 * Cl);
+    else attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, ln, w.in_w);
+    tp_pending pend;
+    if ((st = plait_bf16_input_grad_sum_start(m, apart, "before attn.c_attn", layer, &pend)) != PLAIT_OK) return st;
+    if (apart) attention_in_backward(m, NULL, &dp, m->sb.dqkv, ln, NULL);
+    if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
     if (g) keep_bf16(m, g->dln1, m->sb.dln, R * C);
     return layernorm_backward_into_stream(m, layer, copy_read_below(m, layer), dx, dx, g ? NULL : dp.ln_w,
                                           g ? NULL : dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd);
@@ -358,12 +377,19 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     if ((st = plait_bf16_dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
                                     a->bf.fch, BT, F, C);
-    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, ln, w.in_w, BT, C, F);
+    /* with tp_overlap the input gradient's sum travels while c_fc's weight
+     * gradient is made */
+    const int with = !g && !m->tp_overlap;
+    m->k->matmul_backward_bf16(m->sb.dln, with ? dp.in_w : NULL, with ? dp.in_b : NULL, m->sb.dfc, ln, w.in_w, BT, C,
+                               F);
     if (g) { /* before the LayerNorm's copy replaces dres */
         keep_bf16(m, g->dy, dres, BT * C);
         keep_bf16(m, g->dfc, m->sb.dfc, BT * F);
     }
-    if ((st = plait_bf16_input_grad_sum(m, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
+    tp_pending pend;
+    if ((st = plait_bf16_input_grad_sum_start(m, !g && !with, "before mlp.c_fc", layer, &pend)) != PLAIT_OK) return st;
+    if (!g && !with) m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, m->sb.dfc, ln, NULL, BT, C, F);
+    if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
     if (g) keep_bf16(m, g->dln2, m->sb.dln, R * C);
     return layernorm_backward_into_stream(m, layer, 1, dr, dy, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b, m->sb.dln, r,
                                           p.ln_w, a->ln2_mean, a->ln2_rstd);

@@ -123,10 +123,21 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     const float *ln = m->sp ? m->sp_ln : a->ln1;
     if (dp && (st = plait_tp_norm_full(m, a->ln1, &ln, "before attn.c_attn's weight gradient", layer)) != PLAIT_OK)
         return st;
-    if (dp) m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl); /* the key bias: attention_weight_grads */
-    m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, ln, p->in_w, BT, C, 3 * Cl);
-    if (dp) m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
-    return plait_tp_grad_sum(m, m->s_dln, "before attn.c_attn", layer);
+    if (!dp || !m->tp_overlap) {
+        if (dp) m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl); /* the key bias: attention_weight_grads */
+        m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, ln, p->in_w, BT, C,
+                              3 * Cl);
+        if (dp) m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
+        return plait_tp_grad_sum(m, m->s_dln, "before attn.c_attn", layer);
+    }
+    /* the input gradient's sum travels while the weight gradient is made */
+    m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, ln, p->in_w, BT, C, 3 * Cl);
+    tp_pending pend;
+    if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before attn.c_attn", layer, &pend)) != PLAIT_OK) return st;
+    m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl);
+    m->k->matmul_backward(NULL, dp->in_w, dp->in_b, m->s_dqkv, ln, NULL, BT, C, 3 * Cl);
+    m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
+    return plait_tp_grad_sum_end(m, &pend);
 }
 
 /* c_proj's, c_attn's (unless the input half's products computed them:

@@ -158,8 +158,24 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
                                    2 * F);
         if (kept) keep(m, kept->dy, dres, BT * C);
         keep(m, kept ? kept->dfc : NULL, m->sb.dfc, BT * 2 * F);
-        if ((st = plait_bf16_input_grad_sum(m, "before mlp.gate_proj and up_proj", layer)) != PLAIT_OK) return st;
+        /* in one pass, with tp_overlap, gate|up's weight gradients are made
+         * while the input gradient's sum travels (the norm's output gathered
+         * first: the gather shares the sum's buffers) */
+        const int apart = !kept && m->tp_overlap;
+        if (apart &&
+            (st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.gate_proj's and up_proj's weight gradients",
+                                       layer)) != PLAIT_OK)
+            return st;
+        tp_pending pend;
+        if ((st = plait_bf16_input_grad_sum_start(m, apart, "before mlp.gate_proj and up_proj", layer, &pend)) !=
+            PLAIT_OK)
+            return st;
+        const int64_t widths[2] = {F, F};
+        if (apart) stacked_weight_grads(m, dgu, 2 * F, widths, 2, ln, g + LP_GATE);
+        if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
         keep(m, kept ? kept->dln2 : NULL, m->sb.dln, m->R * C);
+        if (apart)
+            return norm_backward(m, dx, dy, g[LP_MLP_NORM], m->sb.dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, layer);
         st = norm_backward(m, dx, dy, kept ? NULL : g[LP_MLP_NORM], m->sb.dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd,
                            layer);
         if (st != PLAIT_OK || part == BWD_INPUT) return st;
@@ -203,9 +219,21 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
         m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, copy_of(m, layer, LP_Q), BT, C, Wq);
         if (kept) keep(m, kept->dres2, dres, BT * C);
         keep(m, kept ? kept->dqkv : NULL, m->sb.dqkv, BT * Wq);
-        if ((st = plait_bf16_input_grad_sum(m, "before self_attn.q_proj, k_proj and v_proj", layer)) != PLAIT_OK)
+        /* as the MLP half's: q|k|v's weight gradients beside the sum */
+        const int apart = !kept && m->tp_overlap;
+        if (apart &&
+            (st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before q_proj's, k_proj's and v_proj's weight gradients",
+                                       layer)) != PLAIT_OK)
             return st;
+        tp_pending pend;
+        if ((st = plait_bf16_input_grad_sum_start(m, apart, "before self_attn.q_proj, k_proj and v_proj", layer,
+                                                  &pend)) != PLAIT_OK)
+            return st;
+        const int64_t kv = m->NKVl * m->HS, widths[3] = {m->Cl, kv, kv};
+        if (apart) stacked_weight_grads(m, dqkv, Wq, widths, 3, ln, g + LP_Q);
+        if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
         keep(m, kept ? kept->dln1 : NULL, m->sb.dln, m->R * C);
+        if (apart) return norm_backward(m, dx, dx, g[LP_ATTN_NORM], m->sb.dln, x, p[LP_ATTN_NORM], a->ln1_rstd, layer);
         st = norm_backward(m, dx, dx, kept ? NULL : g[LP_ATTN_NORM], m->sb.dln, x, p[LP_ATTN_NORM], a->ln1_rstd, layer);
         if (st != PLAIT_OK || part == BWD_INPUT) return st;
     } else { /* the weight half, from what the input half kept */

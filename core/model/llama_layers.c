@@ -195,10 +195,20 @@ static plait_status mlp_input(plait_model *m, int32_t layer, const block_acts *a
     m->k->swiglu_backward(m->s_dgate, dswi, dswi, a->fch, a->fcg, (size_t)(BT * F));
     /* d(ln2) = gate's input gradient + up's, the latter added by its
      * product (beta 1) */
-    m->k->matmul_backward(m->s_dln, gw ? gw[LP_GATE] : NULL, NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
+    float *const *with = m->tp_overlap ? NULL : gw; /* else the sum travels while the two are made */
+    m->k->matmul_backward(m->s_dln, with ? with[LP_GATE] : NULL, NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
     m->k->sgemm(0, 0, BT, C, F, 1.0f, dswi, F, p[LP_UP], C, 1.0f, m->s_dln, C);
-    if (gw) m->k->matmul_backward(NULL, gw[LP_UP], NULL, dswi, a->ln2, NULL, BT, C, F);
-    st = plait_tp_grad_sum(m, m->s_dln, "before mlp.gate_proj and up_proj", layer);
+    if (gw && !with) {
+        tp_pending pend;
+        if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before mlp.gate_proj and up_proj", layer, &pend)) != PLAIT_OK)
+            return st;
+        m->k->matmul_backward(NULL, gw[LP_GATE], NULL, m->s_dgate, a->ln2, NULL, BT, C, F);
+        m->k->matmul_backward(NULL, gw[LP_UP], NULL, dswi, a->ln2, NULL, BT, C, F);
+        st = plait_tp_grad_sum_end(m, &pend);
+    } else {
+        if (gw) m->k->matmul_backward(NULL, gw[LP_UP], NULL, dswi, a->ln2, NULL, BT, C, F);
+        st = plait_tp_grad_sum(m, m->s_dln, "before mlp.gate_proj and up_proj", layer);
+    }
     if (st != PLAIT_OK) return st;
     if (keep) {
         m->k->copy(keep->dy, dy, (size_t)(BT * C));
@@ -255,9 +265,17 @@ static plait_status attention_input(plait_model *m, int32_t layer, const block_a
     float *w;
     if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK) return st;
     m->k->sgemm(0, 0, BT, C, Wq, 1.0f, m->s_dqkv, Wq, w, C, 0.0f, m->s_dln, C);
-    if (gw && (st = qkv_weight(m, a, gw, m->s_dqkv)) != PLAIT_OK) return st;
     if (keep) m->k->copy(keep->dqkv, m->s_dqkv, (size_t)(BT * Wq));
-    st = plait_tp_grad_sum(m, m->s_dln, "before self_attn.q_proj, k_proj and v_proj", layer);
+    if (gw) { /* the sum travels while the weight gradient is made (tp_overlap) */
+        tp_pending pend;
+        st = plait_tp_grad_sum_start(m, m->s_dln, "before self_attn.q_proj, k_proj and v_proj", layer, &pend);
+        if (st != PLAIT_OK) return st;
+        st = qkv_weight(m, a, gw, m->s_dqkv);
+        plait_status end = plait_tp_grad_sum_end(m, &pend);
+        if (st == PLAIT_OK) st = end;
+    } else {
+        st = plait_tp_grad_sum(m, m->s_dln, "before self_attn.q_proj, k_proj and v_proj", layer);
+    }
     if (st != PLAIT_OK) return st;
     if (keep) m->k->copy(keep->dln1, m->s_dln, (size_t)(m->R * C));
     return norm_backward(m, dx, dx, gw ? gw[LP_ATTN_NORM] : NULL, m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, layer);

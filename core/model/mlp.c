@@ -85,9 +85,20 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         const float *ln = m->sp ? m->sp_ln : a->ln2;
         if (both && (st = plait_tp_norm_full(m, a->ln2, &ln, "before mlp.c_fc's weight gradient", layer)) != PLAIT_OK)
             return st;
-        m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, ln, p.in_w, BT, C,
+        /* with tp_overlap the input gradient's sum travels while c_fc's
+         * weight gradient is made */
+        const half_params *with = m->tp_overlap ? NULL : both;
+        m->k->matmul_backward(m->s_dln, with ? with->in_w : NULL, with ? with->in_b : NULL, m->s_dfc, ln, p.in_w, BT, C,
                               F);
-        if ((st = plait_tp_grad_sum(m, m->s_dln, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
+        if (both && !with) {
+            tp_pending pend;
+            if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before mlp.c_fc", layer, &pend)) != PLAIT_OK) return st;
+            m->k->matmul_backward(NULL, both->in_w, both->in_b, m->s_dfc, ln, NULL, BT, C, F);
+            st = plait_tp_grad_sum_end(m, &pend);
+        } else {
+            st = plait_tp_grad_sum(m, m->s_dln, "before mlp.c_fc", layer);
+        }
+        if (st != PLAIT_OK) return st;
         plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
         plait_model_keep(m, g->dln2, m->s_dln, (size_t)(R * C));
         if (part == BWD_INPUT) plait_model_keep(m, g->dy, dy, (size_t)(BT * C)); /* one pass: g->dy is dy_rows */

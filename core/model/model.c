@@ -194,6 +194,8 @@ static plait_status sequence_setup(plait_model *m) {
     const plait_tp_ops *tp = m->tp_ops;
     m->R = m->B * m->T;
     m->row0 = 0;
+    m->tp_overlap = tp && m->tp > 1 && PLAIT_TP_OPS_HAS(tp, enter_backward_start) && tp->overlap_input_grads &&
+                    tp->wait && tp->enter_backward_start;
     if (!tp || m->tp < 2 || !PLAIT_TP_OPS_HAS(tp, wait) || !tp->sequence_parallel) return PLAIT_OK;
     if (!tp->allgather || !tp->reduce_scatter || !tp->wait)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: the plan's tensor-parallel operators ask for sequence "

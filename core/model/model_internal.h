@@ -251,6 +251,10 @@ struct plait_model {
      * slots keeping only this rank's R rows (tp_conjugates.c), allocated
      * with the first slot */
     int sp;
+    /* the plan's operators let the backward overlap a column-parallel
+     * product's input-gradient reduction with its weight gradient
+     * (plait_tp_ops.overlap_input_grads, ABI 1.30; tp_conjugates.c) */
+    int tp_overlap;
     int64_t R, row0;
     float *sp_mem, *sp_full, *sp_local, *sp_wg, *sp_ln;
     plait_bf16 *sp_ln_bf;
@@ -543,6 +547,20 @@ float *plait_tp_partial(plait_model *m, float *out);
 plait_status plait_tp_sum(plait_model *m, float *partial, float *out, const char *where, int32_t layer);
 plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **full, const char *where, int32_t layer);
 plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int32_t layer);
+/* plait_tp_grad_sum in two halves, so that the product's weight gradient
+ * runs while the sum travels (Megatron-LM's asynchronous tensor-parallel
+ * reduction): _start posts it where m->tp_overlap (else it sums at once,
+ * blocking), _end waits and leaves what plait_tp_grad_sum leaves. Between
+ * them the caller reads and writes neither `d` nor sp_local and makes no
+ * other tensor-parallel call; an error of _start leaves nothing to end. */
+typedef struct tp_pending {
+    void *req;         /* the request in flight, or NULL */
+    float *d;          /* where this rank's summed rows go */
+    const char *where; /* the operation's name, for an error */
+    int32_t layer;
+} tp_pending;
+plait_status plait_tp_grad_sum_start(plait_model *m, float *d, const char *where, int32_t layer, tp_pending *p);
+plait_status plait_tp_grad_sum_end(plait_model *m, tp_pending *p);
 norm_grads plait_tp_norm_grads(plait_model *m, float *w, float *b);
 plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_t layer);
 
@@ -593,7 +611,10 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
  *   plait_bf16_row_product: out = res + inp · wᵀ + bias (bias may be NULL)
  *     on this rank's rows, the partial sums summed over the tp group;
  *   plait_bf16_input_grad_sum: sb.dln, a column-parallel product's input
- *     gradient, summed over the tp group into its R rows;
+ *     gradient, summed over the tp group into its R rows; in two halves
+ *     (_start, _end) as plait_tp_grad_sum_start/_end where `overlap`
+ *     (else _start sums, blocking), the caller touching neither sb.dln nor
+ *     s_dln between them;
  *   plait_bf16_dres_full: the residual stream's gradient g over every row
  *     a row-parallel product reads, in bf16 (in sb.dres; the copy m->dres_of
  *     names reused). */
@@ -603,6 +624,9 @@ plait_status plait_bf16_row_product(plait_model *m, float *out, const float *res
                                     const plait_bf16 *w, const float *bias, int64_t K, const char *where,
                                     int32_t layer);
 plait_status plait_bf16_input_grad_sum(plait_model *m, const char *where, int32_t layer);
+plait_status plait_bf16_input_grad_sum_start(plait_model *m, int overlap, const char *where, int32_t layer,
+                                             tp_pending *p);
+plait_status plait_bf16_input_grad_sum_end(plait_model *m, tp_pending *p);
 plait_status plait_bf16_dres_full(plait_model *m, const float *g, const plait_bf16 **out, const char *where,
                                   int32_t layer);
 

@@ -23,6 +23,12 @@
  * all-reduce completes (plait_tp_norm_grads*); every other gradient is
  * computed from full (gathered) tensors, as without it.
  *
+ * In a one-pass backward a column-parallel product's input-gradient sum
+ * travels while the product's weight gradient is computed, where the plan's
+ * operators allow it (plait_tp_grad_sum_start/_end; [parallel.tp] overlap):
+ * Megatron-LM's asynchronous tensor-parallel reduction, the same sums in
+ * the same order as the blocking call's.
+ *
  * One thread drives a model (model_internal.h); these calls are collective
  * over the TP group, every rank making them in the same order.
  */
@@ -83,6 +89,35 @@ plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int3
     if (st != PLAIT_OK)
         return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", where, layer);
     if (m->sp) m->k->copy(d, m->sp_local, rc); /* this rank's rows where the callers read them */
+    return PLAIT_OK;
+}
+
+plait_status plait_tp_grad_sum_start(plait_model *m, float *d, const char *where, int32_t layer, tp_pending *p) {
+    *p = (tp_pending){.where = where, .layer = layer}; /* d NULL: nothing for _end */
+    const plait_tp_ops *tp = m->tp_ops;
+    if (!tp) return PLAIT_OK;
+    if (!m->tp_overlap) return plait_tp_grad_sum(m, d, where, layer);
+    p->d = d;
+    const size_t rc = (size_t)(m->R * m->C);
+    plait_status st = m->sp ? tp->reduce_scatter(tp->ctx, d, m->sp_local, rc, &p->req)
+                            : tp->enter_backward_start(tp->ctx, d, rc, &p->req);
+    if (st == PLAIT_OK) return PLAIT_OK;
+    p->d = NULL;
+    p->req = NULL;
+    return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", where, layer);
+}
+
+plait_status plait_tp_grad_sum_end(plait_model *m, tp_pending *p) {
+    if (!p->d) return PLAIT_OK;
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = p->req ? tp->wait(tp->ctx, p->req) : PLAIT_OK;
+    p->req = NULL;
+    float *d = p->d;
+    p->d = NULL;
+    if (st != PLAIT_OK)
+        return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", p->where,
+                       p->layer);
+    if (m->sp) m->k->copy(d, m->sp_local, (size_t)(m->R * m->C));
     return PLAIT_OK;
 }
 

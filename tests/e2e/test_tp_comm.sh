@@ -111,6 +111,48 @@ n=$(sed -n 's/^  TP  2 ranks on [a-z]*: \([0-9]*\) all-reduces of.*/\1/p' "$E2E_
 [ -n "$n" ] || fail "plait plan --explain printed no TP line: $(cat "$E2E_WORK/plan.out")"
 [ $(( n * b * S * H * 4 + m * 4 * 3 * b * S )) = "$want" ] ||
   fail "the planner counts $n TP all-reduces a step for tp 2 with full recomputation; the ranks sent $want B, $(( m * (5 * L + 2) )) all-reduces of b*s*h and the cross-entropy's"
+# the backward's overlap ([parallel.tp] overlap, on by default): each
+# column-parallel product's input-gradient sum (f's all-reduce, or under
+# sequence parallelism its reduce-scatter) travels on the communicator's
+# thread while the product's weight gradient is made, 2 a block and
+# micro-batch; switched off, every one blocks on the step's thread; the
+# losses are the same bits either way
+b=2 m=4
+for sp in false true; do
+  for ov in true false; do
+    train "ov_${sp}_$ov" $T parallel.tp=2 data.micro_batch=$b run.steps=3 run.trace=3 \
+      parallel.tp.sequence_parallel=$sp parallel.tp.overlap=$ov
+  done
+  same_losses "ov_${sp}_true" "ov_${sp}_false" 0
+  for ov in true false; do
+    python3 - "$E2E_WORK/ov_${sp}_$ov/trace.json" "$ov" $(( 2 * L * m )) <<'PY' ||
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+want = int(sys.argv[3]) if sys.argv[2] == "true" else 0
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+bad = []
+for pid in sorted({p for p, _ in names}):
+    off = [e for e in ev if e.get("ph") == "X" and e["pid"] == pid and e.get("args", {}).get("comm") == "tp"
+           and names.get((pid, e["tid"])) != "main"]
+    if len(off) != want or any(e["name"] not in ("allreduce tp f (backward)", "reduce_scatter tp sequence reduce-scatter")
+                               for e in off):
+        bad.append(f"rank pid {pid}: {len(off)} tp collectives off the step's thread, want {want}: "
+                   f"{sorted({e['name'] for e in off})}")
+print("\n".join(bad))
+sys.exit(1 if bad or not names else 0)
+PY
+      fail "sequence_parallel=$sp overlap=$ov: the input-gradient sums did not run as they should"
+  done
+  # the planner counts the same sums beside the weight gradients (on a GPU
+  # cluster, where they are hidden)
+  lay="dp1 tp2 pp1 mb$b adam none"
+  if [ $sp = true ]; then lay="$lay sp"; fi
+  "$PLAIT_BIN" plan "$CFG" --ranks 2 --cluster "$PLAIT_SOURCE_DIR/configs/clusters/dgx-h100.ini" --explain "$lay" $T \
+    >"$E2E_WORK/plan_ov.out" 2>&1 || fail "plait plan --explain $lay: $(cat "$E2E_WORK/plan_ov.out")"
+  n=$(sed -n 's/^  TP .*their input-gradient sums, \([0-9]*\) [a-z-]*: \[parallel.tp\] overlap.*/\1/p' "$E2E_WORK/plan_ov.out")
+  [ "$n" = $(( 2 * L * m )) ] ||
+    fail "the planner counts '$n' input-gradient sums beside weight gradients for $lay; the ranks ran $(( 2 * L * m ))"
+done
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
 [ "$(mem one 0 param_bytes)" = "$(param_bytes 1)" ] || fail "one process: $(mem one 0 param_bytes) parameter bytes"

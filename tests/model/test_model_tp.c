@@ -45,7 +45,23 @@ typedef struct tp_rank {
     int rank;
     plait_tp_ops ops;
     uint64_t calls;
+    /* overlap_input_grads: a started reduction is only recorded, and runs
+     * when the model waits for it (so a model that read or wrote its
+     * buffers in between would see other values); deferred counts them */
+    int overlap, pending; /* pending: 0, 1 an all-reduce, 2 a reduce-scatter */
+    float *p_x;
+    const float *p_full;
+    size_t p_count;
+    uint64_t deferred;
 } tp_rank;
+
+/* No tensor-parallel call may come while a reduction is in flight
+ * (plait_tp_ops.overlap_input_grads). */
+static plait_status in_flight(const tp_rank *r) {
+    return r->pending ? plait_set_error(PLAIT_ERR_INTERNAL,
+                                        "test tp group: a tensor-parallel call while a reduction is in flight")
+                      : PLAIT_OK;
+}
 
 /* Barrier with a deadline: a rank that never arrives fails the test
  * instead of hanging it. */
@@ -74,6 +90,7 @@ static plait_status group_barrier(tp_group *g) {
 static plait_status group_allreduce(void *ctx, float *x, size_t count, int is_max) {
     tp_rank *r = ctx;
     tp_group *g = r->g;
+    if (in_flight(r) != PLAIT_OK) return PLAIT_ERR_INTERNAL;
     r->calls++;
     g->bufs[r->rank] = x;
     plait_status st = group_barrier(g);
@@ -102,6 +119,7 @@ static plait_status op_allgather(void *ctx, const float *local, float *full, siz
     tp_rank *r = ctx;
     tp_group *g = r->g;
     if (req) *req = NULL;
+    if (in_flight(r) != PLAIT_OK) return PLAIT_ERR_INTERNAL;
     r->calls++;
     g->bufs[r->rank] = (float *)(uintptr_t)local;
     plait_status st = group_barrier(g);
@@ -114,6 +132,21 @@ static plait_status op_reduce_scatter(void *ctx, const float *full, float *local
     tp_rank *r = ctx;
     tp_group *g = r->g;
     if (req) *req = NULL;
+    if (in_flight(r) != PLAIT_OK) return PLAIT_ERR_INTERNAL;
+    if (req && r->overlap) {
+        *r = (tp_rank){.g = r->g,
+                       .rank = r->rank,
+                       .ops = r->ops,
+                       .calls = r->calls,
+                       .overlap = 1,
+                       .pending = 2,
+                       .p_x = local,
+                       .p_full = full,
+                       .p_count = count,
+                       .deferred = r->deferred + 1};
+        *req = r;
+        return PLAIT_OK;
+    }
     r->calls++;
     g->bufs[r->rank] = (float *)(uintptr_t)full;
     plait_status st = group_barrier(g);
@@ -127,13 +160,34 @@ static plait_status op_reduce_scatter(void *ctx, const float *full, float *local
     return group_barrier(g);
 }
 
-static plait_status op_wait(void *ctx, void *req) {
-    (void)ctx;
-    return req ? plait_set_error(PLAIT_ERR_INTERNAL, "test tp group: no request was handed out") : PLAIT_OK;
+/* f's all-reduce started: recorded for op_wait where r->overlap. */
+static plait_status op_sum_start(void *ctx, float *x, size_t n, void **req) {
+    tp_rank *r = ctx;
+    if (req) *req = NULL;
+    if (!req || !r->overlap) return op_sum(ctx, x, n);
+    if (in_flight(r) != PLAIT_OK) return PLAIT_ERR_INTERNAL;
+    r->pending = 1;
+    r->p_x = x;
+    r->p_count = n;
+    r->deferred++;
+    *req = r;
+    return PLAIT_OK;
 }
 
-/* The TP operators of rank `r`, with sequence parallelism or without. */
-static plait_tp_ops group_ops(tp_rank *r, int sequence_parallel) {
+/* Runs the recorded reduction (every rank waits in the same order). */
+static plait_status op_wait(void *ctx, void *req) {
+    tp_rank *r = ctx;
+    if (!req) return PLAIT_OK;
+    if (req != r || !r->pending) return plait_set_error(PLAIT_ERR_INTERNAL, "test tp group: no such request");
+    const int kind = r->pending;
+    r->pending = 0;
+    return kind == 1 ? op_sum(r, r->p_x, r->p_count) : op_reduce_scatter(r, r->p_full, r->p_x, r->p_count, NULL);
+}
+
+/* The TP operators of rank `r`, with sequence parallelism or without,
+ * overlapping the backward's input-gradient sums or not. */
+static plait_tp_ops group_ops(tp_rank *r, int sequence_parallel, int overlap) {
+    r->overlap = overlap;
     return (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
                           .ctx = r,
                           .enter_backward = op_sum,
@@ -143,7 +197,9 @@ static plait_tp_ops group_ops(tp_rank *r, int sequence_parallel) {
                           .sequence_parallel = sequence_parallel,
                           .allgather = op_allgather,
                           .reduce_scatter = op_reduce_scatter,
-                          .wait = op_wait};
+                          .wait = op_wait,
+                          .overlap_input_grads = overlap,
+                          .enter_backward_start = op_sum_start};
 }
 
 typedef struct tp_job {
@@ -258,7 +314,8 @@ static void check_tp(const char *ini, int tp) {
     tp_job jobs[MAX_TP];
     pthread_t th[MAX_TP];
     for (int r = 0; r < tp; r++) {
-        ranks[r] = (tp_rank){&g, r, group_ops(&ranks[r], 0), 0};
+        ranks[r] = (tp_rank){.g = &g, .rank = r};
+        ranks[r].ops = group_ops(&ranks[r], 0, 0);
         assert_int_equal(harness_init(&hs[r], ini, B, tp, r, &ranks[r].ops), 0);
         jobs[r] = (tp_job){&hs[r],
                            tok,
@@ -369,6 +426,7 @@ typedef struct tp_run {
     harness hs[MAX_TP];
     tp_job jobs[MAX_TP];
     int tp;
+    int overlap; /* set before tp_run_go: the operators' overlap_input_grads */
 } tp_run;
 
 /* k: the kernels of a model with bf16 activations, or NULL (float32). */
@@ -380,7 +438,8 @@ static void tp_run_go(tp_run *t, const char *ini, int tp, int sp, int split, con
     pthread_cond_init(&t->g.cond, NULL);
     pthread_t th[MAX_TP];
     for (int r = 0; r < tp; r++) {
-        t->ranks[r] = (tp_rank){&t->g, r, group_ops(&t->ranks[r], sp), 0};
+        t->ranks[r] = (tp_rank){.g = &t->g, .rank = r};
+        t->ranks[r].ops = group_ops(&t->ranks[r], sp, t->overlap);
         harness_opts o = {.tp = tp,
                           .tp_rank = r,
                           .ops = &t->ranks[r].ops,
@@ -432,6 +491,22 @@ static const plait_kernels *bf16_kernels(void) {
     return &k;
 }
 
+/* One thread of math; B sequences of the model `ini` as token ids and
+ * targets (seeds `seed` and seed + 1), malloc'd into *tok and *tgt: their
+ * count. */
+static size_t batch_of(const char *ini, int32_t B, uint32_t seed, int32_t **tok, int32_t **tgt) {
+    plait_kernels_set_threads(1);
+    harness probe;
+    assert_int_equal(harness_init(&probe, ini, B, 1, 0, NULL), 0);
+    const size_t n = (size_t)B * (size_t)probe.T;
+    *tok = malloc(n * sizeof **tok);
+    *tgt = malloc(n * sizeof **tgt);
+    harness_tokens(*tok, n, probe.V, seed);
+    harness_tokens(*tgt, n, probe.V, seed + 1);
+    harness_free(&probe);
+    return n;
+}
+
 /* Sequence-parallel tp against tp alone, rank by rank, both with kernels
  * kern (NULL: the CPU's float32 ones; bf16_kernels: bf16 activations): the
  * loss, the logits, every layer's output and input gradient (this rank's
@@ -439,15 +514,9 @@ static const plait_kernels *bf16_kernels(void) {
  * gradients within 1e-6 of their largest element; and less activation
  * memory. */
 static void check_sequence_parallel_k(const char *ini, int tp, int split, const plait_kernels *kern) {
-    plait_kernels_set_threads(1);
     const int32_t B = 2;
-    harness probe;
-    assert_int_equal(harness_init(&probe, ini, B, 1, 0, NULL), 0);
-    const size_t n = (size_t)B * (size_t)probe.T;
-    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
-    harness_tokens(tok, n, probe.V, 31);
-    harness_tokens(tgt, n, probe.V, 32);
-    harness_free(&probe);
+    int32_t *tok, *tgt;
+    const size_t n = batch_of(ini, B, 31, &tok, &tgt);
     tp_run *plain = calloc(1, sizeof *plain), *seq = calloc(1, sizeof *seq);
     tp_run_go(plain, ini, tp, 0, split, kern, B, tok, tgt);
     tp_run_go(seq, ini, tp, 1, split, kern, B, tok, tgt);
@@ -549,15 +618,9 @@ static void add_dev(const float *x, const float *y, size_t n, double *d, double 
  * them, a few layers deep; the one-rank bf16 model's bound,
  * test_bf16_activations), in less activation memory. */
 static void check_bf16_tp(const char *ini, int tp, int sp, int split) {
-    plait_kernels_set_threads(1);
     const int32_t B = 2;
-    harness probe;
-    assert_int_equal(harness_init(&probe, ini, B, 1, 0, NULL), 0);
-    const size_t n = (size_t)B * (size_t)probe.T;
-    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
-    harness_tokens(tok, n, probe.V, 41);
-    harness_tokens(tgt, n, probe.V, 42);
-    harness_free(&probe);
+    int32_t *tok, *tgt;
+    (void)batch_of(ini, B, 41, &tok, &tgt);
     tp_run *f32 = calloc(1, sizeof *f32), *bf = calloc(1, sizeof *bf);
     tp_run_go(f32, ini, tp, sp, split, NULL, B, tok, tgt);
     tp_run_go(bf, ini, tp, sp, split, bf16_kernels(), B, tok, tgt);
@@ -628,12 +691,69 @@ static void test_sp_llama(void **state) {
     check_sequence_parallel(SP4_LLAMA_INI "recompute = full\n", 4, 1);
 }
 
+/* The backward's overlap: each column-parallel product's input-gradient
+ * sum started before its weight gradient and waited for after
+ * (plait_tp_ops.overlap_input_grads; the group runs a started sum only at
+ * the wait, so reading or writing its buffers in between would change
+ * bits): the same loss, logits, layer outputs and gradients bit for bit as
+ * with every sum blocking, two sums a block started, none under a split
+ * backward (whose weight half runs later anyway). */
+static void check_overlap(const char *ini, int tp, int sp, int split, const plait_kernels *kern) {
+    const int32_t B = 2;
+    int32_t *tok, *tgt;
+    const size_t n = batch_of(ini, B, 41, &tok, &tgt);
+    tp_run *blocking = calloc(1, sizeof *blocking), *over = calloc(1, sizeof *over);
+    over->overlap = 1;
+    tp_run_go(blocking, ini, tp, sp, split, kern, B, tok, tgt);
+    tp_run_go(over, ini, tp, sp, split, kern, B, tok, tgt);
+    for (int r = 0; r < tp; r++) {
+        const tp_job *ja = &blocking->jobs[r], *jb = &over->jobs[r];
+        plait_model *m = over->hs[r].model;
+        const int32_t nl = over->hs[r].spec->n_layers;
+        assert_int_equal(m->tp_overlap, 1);
+        assert_int_equal(blocking->hs[r].model->tp_overlap, 0);
+        if (over->ranks[r].deferred != (uint64_t)(split ? 0 : 2 * (nl - 2)))
+            fail_msg("tp rank %d (sp %d, split %d): %llu sums started, want %d", r, sp, split,
+                     (unsigned long long)over->ranks[r].deferred, split ? 0 : 2 * (nl - 2));
+        if (memcmp(&ja->loss, &jb->loss, sizeof ja->loss) != 0)
+            fail_msg("tp rank %d: loss %.17g overlapped, %.17g blocking", r, jb->loss, ja->loss);
+        assert_memory_equal(jb->logits, ja->logits, n * (size_t)m->Vl * sizeof(float));
+        const size_t rc = plait_model_boundary_numel(m) * (size_t)(nl - 1);
+        assert_memory_equal(jb->outs, ja->outs, rc * sizeof(float));
+        assert_memory_equal(jb->out_grads, ja->out_grads, rc * sizeof(float));
+        for (int32_t i = 0; i < over->hs[r].set.n_params; i++) {
+            const plait_param *pa = &blocking->hs[r].params[i], *pb = &over->hs[r].params[i];
+            if (memcmp(pb->grad, pa->grad, pa->numel * sizeof(float)) != 0)
+                fail_msg("tp rank %d (sp %d): the gradient of %s differs when overlapped", r, sp, pa->name);
+        }
+    }
+    tp_run_free(blocking);
+    tp_run_free(over);
+    free(blocking);
+    free(over);
+    free(tok);
+    free(tgt);
+}
+
+static void test_overlap(void **state) {
+    (void)state;
+    for (int sp = 0; sp <= 1; sp++) {
+        check_overlap(SP_GPT_INI, 2, sp, 0, NULL);
+        check_overlap(SP_GPT_INI, 4, sp, 0, NULL);
+        check_overlap(SP_LLAMA_INI, 2, sp, 0, NULL);
+        check_overlap(SP_GPT_INI, 2, sp, 0, bf16_kernels());
+        check_overlap(SP_LLAMA_INI, 2, sp, 0, bf16_kernels());
+        check_overlap(SP_LLAMA_INI "recompute = full\n", 2, sp, 0, bf16_kernels());
+        check_overlap(SP_GPT_INI, 2, sp, 1, NULL);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tp2_gpt),         cmocka_unit_test(test_tp4_gpt),   cmocka_unit_test(test_tp2_mlp),
         cmocka_unit_test(test_tp2_llama),       cmocka_unit_test(test_tp4_llama), cmocka_unit_test(test_sp_gpt),
         cmocka_unit_test(test_sp_gpt_bf16),     cmocka_unit_test(test_sp_llama),  cmocka_unit_test(test_bf16_tp_gpt),
-        cmocka_unit_test(test_bf16_tp_experts),
+        cmocka_unit_test(test_bf16_tp_experts), cmocka_unit_test(test_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -210,7 +210,31 @@ static void test_time_pipeline_on_gpus(void **state) {
     plait_cost_job_of(&lt, &x, 25e6, &j);
     plait_cost_step_time(&tr, &j, &c, &t);
     NEAR(t.tp_bytes, 8 * 2.5e5 * 2);
-    NEAR(t.tp_s, 8 * plait_cost_allreduce_bw_s(c.intra.latency, c.intra.bandwidth, 2, 2.5e5 * 2));
+    const double one = plait_cost_allreduce_bw_s(c.intra.latency, c.intra.bandwidth, 2, 2.5e5 * 2);
+    NEAR(t.tp_s, 8 * one);
+    NEAR(t.tp_hidden, 0.0);
+    /* [parallel.tp] overlap: 2 of the 8 sums travel beside weight
+     * gradients of 1e10 FLOPs (at the stage's rate, longer than the two
+     * sums), hidden as far as those last: all of them here; beside weight
+     * gradients a thousandth of one sum long, only that much */
+    tr.tp_hide_msgs = 2;
+    tr.tp_hide_flops = 1e10;
+    j.tp_overlap = 1;
+    plait_cost_step_time(&tr, &j, &c, &t);
+    const double behind = 1e10 / t.rate;
+    assert_true(2 * one < behind);
+    NEAR(t.tp_hidden, 2 * one);
+    NEAR(t.tp_s, 6 * one);
+    NEAR(t.tp_bytes, 8 * 2.5e5 * 2); /* the same bytes move */
+    tr.tp_hide_flops = 1e-3 * one * t.rate;
+    plait_cost_step_time(&tr, &j, &c, &t);
+    NEAR(t.tp_hidden, 1e-3 * one);
+    NEAR(t.tp_s, 8 * one - 1e-3 * one);
+    /* off: all of it on the critical path */
+    j.tp_overlap = 0;
+    plait_cost_step_time(&tr, &j, &c, &t);
+    NEAR(t.tp_hidden, 0.0);
+    NEAR(t.tp_s, 8 * one);
 }
 
 /* One stage of one rank: 1e11 FLOPs a step (2e10 of them recomputed),

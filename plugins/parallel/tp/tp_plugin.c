@@ -124,23 +124,31 @@ static plait_coll_opts tensor16_opts(const tp_state *s, const char *label) {
 /* Bytes of `count` activation values as they travel. */
 static size_t act_bytes(const tp_state *s, size_t count) { return count * (s->bf16_wire ? 2 : sizeof(float)); }
 
-static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, int act, const char *label) {
+/* An all-reduce in place: blocking with req NULL, else started (*req the
+ * request op_wait ends, NULL when already done). */
+static plait_status allreduce_req(tp_state *s, float *x, size_t count, plait_redop op, int act, const char *label,
+                                  plait_request **req) {
+    if (req) *req = NULL;
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
     const plait_host *host = s->host;
     plait_coll_opts opts = act ? act_opts(s, label) : plait_tensor_coll_opts(host, s->algo, label);
     double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = act && s->bf16_device
                           ? PLAIT_ERR_UNSUPPORTED
-                          : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+                          : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, req);
     if (act && (s->bf16_device || bf16_refused(s, st))) {
         opts.compression = PLAIT_COMPRESS_NONE;
-        st = s->bf16_device ? tp16_allreduce(&s->wire16, s->mesh->tp_comm, x, count, &opts)
-                            : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+        st = s->bf16_device ? tp16_allreduce(&s->wire16, s->mesh->tp_comm, x, count, &opts, req)
+                            : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, req);
     }
     s->stats.wait_seconds += blocked_seconds(host, s->mesh->tp_comm) - t0;
     s->stats.bytes_sent += act ? act_bytes(s, count) : count * sizeof(float);
     s->stats.reductions++;
     return st;
+}
+
+static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, int act, const char *label) {
+    return allreduce_req(s, x, count, op, act, label, NULL);
 }
 
 /* A sequence-parallel collective's accounting: the whole buffer's bytes,
@@ -203,6 +211,9 @@ static plait_status op_wait(void *ctx, void *req) {
 
 static plait_status op_enter_backward(void *ctx, float *g, size_t n) {
     return allreduce(ctx, g, n, PLAIT_SUM, 1, "tp f (backward)");
+}
+static plait_status op_enter_backward_start(void *ctx, float *g, size_t n, void **req) {
+    return allreduce_req(ctx, g, n, PLAIT_SUM, 1, "tp f (backward)", (plait_request **)req);
 }
 static plait_status op_exit_forward(void *ctx, float *x, size_t n) {
     return allreduce(ctx, x, n, PLAIT_SUM, 1, "tp g (forward)");
@@ -277,6 +288,8 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     plait_status cst = host->config_get(init->config, SECTION, "sequence_parallel", &v);
     if (cst != PLAIT_OK) return cst;
     const int sp = v.i != 0;
+    if ((cst = host->config_get(init->config, SECTION, "overlap", &v)) != PLAIT_OK) return cst;
+    const int overlap = v.i != 0;
     if (sp && (cst = sequence_check(host, tp, m->block_size, heads ? m->n_head : m->block_size)) != PLAIT_OK)
         return cst;
     tp_state *s = calloc(1, sizeof *s);
@@ -295,7 +308,9 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
                             .sequence_parallel = sp,
                             .allgather = op_allgather,
                             .reduce_scatter = op_reduce_scatter,
-                            .wait = op_wait};
+                            .wait = op_wait,
+                            .overlap_input_grads = overlap,
+                            .enter_backward_start = op_enter_backward_start};
     *out = s;
     return PLAIT_OK;
 }
@@ -367,6 +382,10 @@ static const plait_key_decl tp_keys[] = {
      "Megatron-LM's sequence parallelism: the residual stream, norms and embedding output split along the "
      "sequence over the tp ranks, an all-gather before and a reduce-scatter after each tensor-parallel pair in "
      "place of the all-reduces (needs tp >= 2 dividing [model] block_size)"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 0, 0, NULL,
+     "reduce each column-parallel product's input gradient over the tp ranks while its weight gradient is "
+     "computed (Megatron-LM's asynchronous tensor-parallel reduction; the same sums, the same bits); false: "
+     "every reduction blocks"},
 };
 
 static const plait_parallel_ops tp_ops = {

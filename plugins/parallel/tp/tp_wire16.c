@@ -60,12 +60,14 @@ static plait_status begin(tp16 *w, const float *src, size_t src_n, size_t src_of
     return PLAIT_OK;
 }
 
-plait_status tp16_allreduce(tp16 *w, plait_comm *comm, float *x, size_t count, const plait_coll_opts *opts) {
+plait_status tp16_allreduce(tp16 *w, plait_comm *comm, float *x, size_t count, const plait_coll_opts *opts,
+                            plait_request **req) {
     tp16_slot *sl = NULL;
+    if (req) *req = NULL;
     plait_status st = begin(w, x, count, 0, x, count, 0, count, &sl);
     if (st != PLAIT_OK) return st;
-    st = w->host->coll->allreduce(comm, sl->buf, sl->buf, count, PLAIT_BF16, PLAIT_SUM, opts, NULL);
-    return posted(w, sl, st, NULL);
+    st = w->host->coll->allreduce(comm, sl->buf, sl->buf, count, PLAIT_BF16, PLAIT_SUM, opts, req);
+    return posted(w, sl, st, req);
 }
 
 plait_status tp16_sequence(tp16 *w, plait_comm *comm, int gather, const float *src, float *dst, size_t count,

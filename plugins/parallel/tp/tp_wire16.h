@@ -20,8 +20,8 @@
 
 #include <plait/plait.h>
 
-/* requests in flight at once (the model overlaps an all-gather with a
- * reduce-scatter at most) */
+/* requests in flight at once (the model keeps one input-gradient
+ * reduction in flight at a time) */
 #define TP16_SLOTS 8
 
 typedef struct tp16_slot {
@@ -44,8 +44,9 @@ int tp16_available(const plait_host *host);
 
 /* The collectives, as host->coll's of PLAIT_F32 (sums only): `req` NULL
  * blocks; else *req is the request, which only tp16_wait may end. An
- * activation's all-reduce (blocking): */
-plait_status tp16_allreduce(tp16 *w, plait_comm *comm, float *x, size_t count, const plait_coll_opts *opts);
+ * activation's all-reduce in place: */
+plait_status tp16_allreduce(tp16 *w, plait_comm *comm, float *x, size_t count, const plait_coll_opts *opts,
+                            plait_request **req);
 /* Sequence parallelism's all-gather (gather = 1: src count values, dst
  * count x members) or reduce-scatter (gather = 0: src count x members,
  * dst count), as host->coll's of PLAIT_F32. */

@@ -138,6 +138,18 @@ typedef struct plait_tp_ops {
     plait_status (*allgather)(void *ctx, const float *local, float *full, size_t count, void **req);
     plait_status (*reduce_scatter)(void *ctx, const float *full, float *local, size_t count, void **req);
     plait_status (*wait)(void *ctx, void *req);
+    /* ABI 1.30: the backward's overlap (Megatron-LM's asynchronous
+     * tensor-parallel reduction). With `overlap_input_grads` 1 the model
+     * starts a column-parallel product's input-gradient reduction (f's
+     * all-reduce through `enter_backward_start`, or under sequence
+     * parallelism `reduce_scatter` with a request) before the product's
+     * weight gradient, and `wait`s for it after: the same sums, in the same
+     * order, as the blocking call's. `enter_backward_start` takes `req` as
+     * `allgather` does; `wait` is then non-NULL whatever
+     * `sequence_parallel`. 0 (or a table without these fields): every
+     * reduction blocks. */
+    int32_t overlap_input_grads;
+    plait_status (*enter_backward_start)(void *ctx, float *grad, size_t count, void **req);
 } plait_tp_ops;
 
 /* True if `ops` (a table from a possibly older plugin) has member `field`. */
