@@ -252,7 +252,8 @@ double plait_cost_tp_block_collectives(const plait_cost_shape *s) {
     return 4.0 + (s->recompute == 2 ? (s->sp ? 1.5 : 1.0) : 0.0);
 }
 
-void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, double *msgs, double *flops) {
+void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs,
+                           double *flops) {
     *msgs = *flops = 0;
     if (s->split) return;                /* a split backward's weight half runs later anyway */
     const int attn = s->gpt || s->llama; /* else the mlp arch: its MLP half alone */
@@ -260,8 +261,9 @@ void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double spar
     const double mlp_cols = s->llama ? 2.0 * s->Fl : s->Fl, rows = 2.0 * s->B * s->T * s->C;
     /* c_attn's (q|k|v's) weight gradient in every block, c_fc's (gate|up's)
      * in the dense ones (a sparse block's experts sum theirs blocking) */
-    *msgs = half * ((attn ? blocks : 0.0) + (blocks - sparse));
-    *flops = rows * (att_cols * blocks + mlp_cols * (blocks - sparse));
+    /* lm_head's, behind its weight gradient, vocabulary-parallel */
+    *msgs = half * ((attn ? blocks : 0.0) + (blocks - sparse) + (head ? 1.0 : 0.0));
+    *flops = rows * (att_cols * blocks + mlp_cols * (blocks - sparse) + (head ? s->Vl : 0.0));
 }
 
 void plait_cost_add_layer_flops(const plait_cost_shape *s, double f, int block, double tokens, int tp,

@@ -274,12 +274,15 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
  * the MLP's all-gather (one and a half). */
 double plait_cost_tp_block_collectives(const plait_cost_shape *s);
 /* Of those, per micro-batch of `blocks` blocks (`sparse` of them with
- * experts), the all-reduces' worth a one-pass backward starts before the weight gradients of the column-parallel
+ * experts) and the head where `head`, the all-reduces' worth a one-pass
+ * backward starts before the weight gradients of the column-parallel
  * products whose input gradients they sum (2 all-reduces, or under sequence
  * parallelism 2 reduce-scatters, half an all-reduce each; the mlp arch's
- * one; none under a split backward), and those weight gradients' FLOPs
+ * one; lm_head's one; none under a split backward), and those weight
+ * gradients' FLOPs
  * ([parallel.tp] overlap, model/tp_conjugates.c). */
-void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, double *msgs, double *flops);
+void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs,
+                           double *flops);
 
 /* A step's FLOPs of one layer of forward estimate f a token, over
  * `tokens` tokens on tp ranks, added to *r's flops, recompute_flops and

@@ -258,7 +258,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         out->tp_msgs = plan->micro_batches * (plait_cost_tp_block_collectives(&s) * blocks + has_embedding + has_head);
         out->tp_msg_elems = bsh;
         double hm, hf;
-        plait_cost_tp_overlap(&s, blocks, sparse, &hm, &hf);
+        plait_cost_tp_overlap(&s, blocks, sparse, has_head, &hm, &hf);
         out->tp_hide_msgs = plan->micro_batches * hm;
         out->tp_hide_flops = plan->micro_batches * hf;
     }

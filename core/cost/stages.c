@@ -568,7 +568,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
             r->tp_msgs = mb * (plait_cost_tp_block_collectives(&s) * blocks + emb + head);
             r->tp_msg_elems = bsh;
             double hm, hf;
-            plait_cost_tp_overlap(&s, blocks, sparse, &hm, &hf);
+            plait_cost_tp_overlap(&s, blocks, sparse, head, &hm, &hf);
             r->tp_hide_msgs = mb * hm;
             r->tp_hide_flops = mb * hf;
         }

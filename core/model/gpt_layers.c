@@ -295,8 +295,17 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
          * gradient read and converted once) */
         head_params dp = {0};
         if (part == BWD_ALL && (st = plait_model_head_params(m, PARAM_GRAD, &dp)) != PLAIT_OK) return st;
-        m->k->matmul_backward(m->s_dln, dp.w, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
-        if ((st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", layer)) != PLAIT_OK) return st;
+        if (part == BWD_ALL && m->tp_overlap) { /* the sum travels while the weight gradient is made */
+            m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
+            tp_pending pend;
+            if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before lm_head", layer, &pend)) != PLAIT_OK) return st;
+            m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+            st = plait_tp_grad_sum_end(m, &pend);
+        } else {
+            m->k->matmul_backward(m->s_dln, dp.w, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
+            st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", layer);
+        }
+        if (st != PLAIT_OK) return st;
         plait_model_keep(m, dln, m->s_dln, (size_t)(R * C));
         float *dx = s->gbuf[d->n_layer & 1];
         if (part == BWD_ALL && m->fused_ln) { /* dx written (no zeroing first), ln_f's parameters too */
