@@ -249,7 +249,12 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
 }
 
 double plait_cost_tp_block_collectives(const plait_cost_shape *s) {
-    return 4.0 + (s->recompute == 2 ? (s->sp ? 1.5 : 1.0) : 0.0);
+    /* under sequence parallelism a block norm's output kept on this rank's
+     * rows is gathered again for its product's weight gradient: both
+     * norms' in gpt blocks and bf16 llama blocks, ln_2's in the mlp arch's
+     * (the float32 llama blocks keep theirs gathered) */
+    const double again = !s->sp ? 0.0 : s->gpt || (s->llama && s->bf16) ? 1.0 : s->llama ? 0.0 : 0.5;
+    return 4.0 + again + (s->recompute == 2 ? (s->sp ? 1.5 : 1.0) : 0.0);
 }
 
 void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs,

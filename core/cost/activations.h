@@ -271,7 +271,9 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
  * recomputation the forward's again up to the MLP's activation, as
  * model/recompute.c reruns it: attn.c_proj's all-reduce (one more), or with
  * sequence parallelism the attention's all-gather and reduce-scatter and
- * the MLP's all-gather (one and a half). */
+ * the MLP's all-gather (one and a half); and under sequence parallelism
+ * the all-gathers of the norms' outputs again before the weight gradients
+ * (one for gpt and bf16 llama blocks, half for the mlp arch's). */
 double plait_cost_tp_block_collectives(const plait_cost_shape *s);
 /* Of those, per micro-batch of `blocks` blocks (`sparse` of them with
  * experts) and the head where `head`, the all-reduces' worth a one-pass

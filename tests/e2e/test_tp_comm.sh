@@ -153,6 +153,20 @@ PY
   [ "$n" = $(( (2 * L + 1) * m )) ] ||
     fail "the planner counts '$n' input-gradient sums beside weight gradients for $lay; the ranks ran $(( (2 * L + 1) * m ))"
 done
+# under sequence parallelism the gpt blocks gather their norms' outputs
+# again before the weight gradients (one all-gather a norm beyond
+# Megatron's four pairs): the planner's pairs are what the ranks send, and
+# their norms' parameter gradients (2H floats a norm) and the
+# cross-entropy's on top
+"$PLAIT_BIN" plan "$CFG" --ranks 2 --explain "dp1 tp2 pp1 mb$b adam none sp" $T >"$E2E_WORK/plan_sp.out" 2>&1 ||
+  fail "plait plan --explain (sp): $(cat "$E2E_WORK/plan_sp.out")"
+n=$(sed -n 's/^  TP  2 ranks on [a-z]*: \([0-9]*\) all-gather + reduce-scatter pairs.*/\1/p' "$E2E_WORK/plan_sp.out")
+[ -n "$n" ] || fail "plait plan --explain printed no sequence-parallel TP line: $(cat "$E2E_WORK/plan_sp.out")"
+want=$(( 2 * n * b * S * H * 4 + m * 4 * 3 * b * S + m * (2 * L + 1) * 2 * H * 4 ))
+for got in $(column ov_true_true tp_bytes); do
+  [ "$got" = "$want" ] ||
+    fail "sequence parallelism: tp_bytes $got per step, the planner's $n pairs (and the norms' and the cross-entropy's sums) give $want"
+done
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
 [ "$(mem one 0 param_bytes)" = "$(param_bytes 1)" ] || fail "one process: $(mem one 0 param_bytes) parameter bytes"
