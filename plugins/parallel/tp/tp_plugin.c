@@ -203,7 +203,8 @@ static plait_status op_wait(void *ctx, void *req) {
     if (!req) return PLAIT_OK;
     double t0 = s->host->now();
     plait_status st = PLAIT_OK;
-    if (!tp16_wait(&s->wire16, req, &st))
+    /* the bf16 wire's requests exist only once it is in use */
+    if (!s->bf16_device || !tp16_wait(&s->wire16, req, &st))
         st = PLAIT_COLL_HAS(s->host->coll, wait_device) ? s->host->coll->wait_device(req) : s->host->coll->wait(req);
     s->stats.wait_seconds += s->host->now() - t0;
     return st;

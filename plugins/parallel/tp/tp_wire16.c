@@ -88,10 +88,10 @@ plait_status tp16_sequence(tp16 *w, plait_comm *comm, int gather, const float *s
 }
 
 int tp16_wait(tp16 *w, plait_request *req, plait_status *st) {
-    const plait_coll_api *coll = w->host->coll;
     for (int i = 0; i < TP16_SLOTS; i++) {
         tp16_slot *sl = &w->slot[i];
         if (!req || sl->req != req) continue;
+        const plait_coll_api *coll = w->host->coll; /* set once a slot was taken */
         /* the widening runs on the compute stream: it may follow the
          * collective's end there, on the device */
         *st = PLAIT_COLL_HAS(coll, wait_device) ? coll->wait_device(req) : coll->wait(req);
