@@ -80,31 +80,39 @@ plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **fu
     return PLAIT_OK;
 }
 
-plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int32_t layer) {
-    const plait_tp_ops *tp = m->tp_ops;
-    if (!tp) return PLAIT_OK;
-    const size_t rc = (size_t)(m->R * m->C);
-    plait_status st = m->sp ? tp->reduce_scatter(tp->ctx, d, m->sp_local, rc, NULL)
-                            : tp->enter_backward(tp->ctx, d, rc);
-    if (st != PLAIT_OK)
-        return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", where, layer);
-    if (m->sp) m->k->copy(d, m->sp_local, rc); /* this rank's rows where the callers read them */
-    return PLAIT_OK;
+static const char *grad_sum_op(const plait_model *m) {
+    return m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient";
 }
 
-plait_status plait_tp_grad_sum_start(plait_model *m, float *d, const char *where, int32_t layer, tp_pending *p) {
+/* The sum of a column-parallel product's input gradient `d` posted: with
+ * `overlap` as a request in p->req (NULL when done at once), else
+ * blocking; plait_tp_grad_sum_end finishes either. */
+static plait_status grad_sum_post(plait_model *m, float *d, const char *where, int32_t layer, int overlap,
+                                  tp_pending *p) {
     *p = (tp_pending){.where = where, .layer = layer}; /* d NULL: nothing for _end */
     const plait_tp_ops *tp = m->tp_ops;
     if (!tp) return PLAIT_OK;
-    if (!m->tp_overlap) return plait_tp_grad_sum(m, d, where, layer);
-    p->d = d;
     const size_t rc = (size_t)(m->R * m->C);
-    plait_status st = m->sp ? tp->reduce_scatter(tp->ctx, d, m->sp_local, rc, &p->req)
-                            : tp->enter_backward_start(tp->ctx, d, rc, &p->req);
-    if (st == PLAIT_OK) return PLAIT_OK;
-    p->d = NULL;
-    p->req = NULL;
-    return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", where, layer);
+    void **req = overlap ? &p->req : NULL;
+    plait_status st = m->sp     ? tp->reduce_scatter(tp->ctx, d, m->sp_local, rc, req)
+                      : overlap ? tp->enter_backward_start(tp->ctx, d, rc, req)
+                                : tp->enter_backward(tp->ctx, d, rc);
+    if (st != PLAIT_OK) {
+        p->req = NULL;
+        return tp_fail(m, st, grad_sum_op(m), where, layer);
+    }
+    p->d = d;
+    return PLAIT_OK;
+}
+
+plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int32_t layer) {
+    tp_pending pend;
+    plait_status st = grad_sum_post(m, d, where, layer, 0, &pend);
+    return st == PLAIT_OK ? plait_tp_grad_sum_end(m, &pend) : st;
+}
+
+plait_status plait_tp_grad_sum_start(plait_model *m, float *d, const char *where, int32_t layer, tp_pending *p) {
+    return grad_sum_post(m, d, where, layer, m->tp_overlap, p);
 }
 
 plait_status plait_tp_grad_sum_end(plait_model *m, tp_pending *p) {
@@ -114,10 +122,8 @@ plait_status plait_tp_grad_sum_end(plait_model *m, tp_pending *p) {
     p->req = NULL;
     float *d = p->d;
     p->d = NULL;
-    if (st != PLAIT_OK)
-        return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", p->where,
-                       p->layer);
-    if (m->sp) m->k->copy(d, m->sp_local, (size_t)(m->R * m->C));
+    if (st != PLAIT_OK) return tp_fail(m, st, grad_sum_op(m), p->where, p->layer);
+    if (m->sp) m->k->copy(d, m->sp_local, (size_t)(m->R * m->C)); /* this rank's rows where the callers read them */
     return PLAIT_OK;
 }
 
