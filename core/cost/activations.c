@@ -257,9 +257,20 @@ double plait_cost_tp_block_collectives(const plait_cost_shape *s) {
     return 4.0 + again + (s->recompute == 2 ? (s->sp ? 1.5 : 1.0) : 0.0);
 }
 
-void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs,
-                           double *flops) {
-    *msgs = *flops = 0;
+/* Of the tp collectives, per micro-batch of `blocks` blocks (`sparse` of
+ * them with experts) and the head where `head`, the all-reduces' worth a
+ * one-pass backward starts before the weight gradients of the
+ * column-parallel products whose input gradients they sum (2 all-reduces,
+ * or under sequence parallelism 2 reduce-scatters, half an all-reduce each;
+ * the mlp arch's one; lm_head's one; none under a split backward) and,
+ * under sequence parallelism, before the products ahead of the weight
+ * gradients that read the norms' outputs gathered again (`gathers` of
+ * *msgs: half an all-reduce a gather, as plait_cost_tp_block_collectives
+ * counts them), and the FLOPs of what runs while they travel
+ * ([parallel.tp] overlap, model/tp_conjugates.c). */
+static void tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs, double *gathers,
+                       double *flops) {
+    *msgs = *gathers = *flops = 0;
     if (s->split) return;                /* a split backward's weight half runs later anyway */
     const int attn = s->gpt || s->llama; /* else the mlp arch: its MLP half alone */
     const double half = s->sp ? 0.5 : 1.0, att_cols = s->llama ? s->Wq : attn ? 3.0 * s->Cl : 0.0;
@@ -269,6 +280,32 @@ void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double spar
     /* lm_head's, behind its weight gradient, vocabulary-parallel */
     *msgs = half * ((attn ? blocks : 0.0) + (blocks - sparse) + (head ? 1.0 : 0.0));
     *flops = rows * (att_cols * blocks + mlp_cols * (blocks - sparse) + (head ? s->Vl : 0.0));
+    /* under sequence parallelism the norms' outputs gathered again (half an
+     * all-reduce each, plait_cost_tp_block_collectives) beside what the
+     * backward makes before the weight gradients that read them: the
+     * attention half's c_proj (o_proj) gradients and the attention's
+     * backward (counted at the products' rate: the windows are longer
+     * than that), the llama blocks' q|k|v input gradient too; the MLP
+     * half's c_proj (down_proj) gradients, the llama blocks' gate|up input
+     * gradient too (a sparse block's router gathers its input blocking) */
+    if (!s->sp || (s->llama && !s->bf16)) return; /* float32 llama blocks keep theirs gathered */
+    const double T = s->T * (s->cp > 1 ? s->cp : 1), tokens = s->B * s->T;
+    const double att_bwd = s->fused ? s->att_bwd * tokens * T * s->Cl : 8.0 * tokens * T * s->Cl;
+    *gathers = 0.5 * ((attn ? blocks : 0.0) + (blocks - sparse));
+    *msgs += *gathers;
+    *flops += (attn ? blocks : 0.0) * (rows * (2.0 * s->Cl + (s->llama ? s->Wq : 0.0)) + att_bwd) +
+              (blocks - sparse) * rows * (2.0 * s->Fl + (s->llama ? 2.0 * s->Fl : 0.0));
+}
+
+void plait_cost_tp_traffic(const plait_cost_shape *s, double blocks, double sparse, int embedding, int head,
+                           double micro_batches, plait_cost_rank *r) {
+    r->tp_msgs = micro_batches * (plait_cost_tp_block_collectives(s) * blocks + embedding + head);
+    r->tp_msg_elems = s->B * s->T * s->C;
+    double msgs, gathers, flops;
+    tp_overlap(s, blocks, sparse, head, &msgs, &gathers, &flops);
+    r->tp_hide_msgs = micro_batches * msgs;
+    r->tp_hide_gathers = micro_batches * gathers;
+    r->tp_hide_flops = micro_batches * flops;
 }
 
 void plait_cost_add_layer_flops(const plait_cost_shape *s, double f, int block, double tokens, int tp,

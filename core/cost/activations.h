@@ -275,16 +275,17 @@ void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, doubl
  * the all-gathers of the norms' outputs again before the weight gradients
  * (one for gpt and bf16 llama blocks, half for the mlp arch's). */
 double plait_cost_tp_block_collectives(const plait_cost_shape *s);
-/* Of those, per micro-batch of `blocks` blocks (`sparse` of them with
- * experts) and the head where `head`, the all-reduces' worth a one-pass
- * backward starts before the weight gradients of the column-parallel
- * products whose input gradients they sum (2 all-reduces, or under sequence
- * parallelism 2 reduce-scatters, half an all-reduce each; the mlp arch's
- * one; lm_head's one; none under a split backward), and those weight
- * gradients' FLOPs
- * ([parallel.tp] overlap, model/tp_conjugates.c). */
-void plait_cost_tp_overlap(const plait_cost_shape *s, double blocks, double sparse, int head, double *msgs,
-                           double *flops);
+/* A stage's tp collectives a step into *r (tp_msgs, tp_msg_elems and the
+ * tp_hide_* figures, plait_cost_rank): `micro_batches` of `blocks` blocks
+ * (`sparse` of them with experts), the vocabulary-parallel embedding's
+ * all-reduce where `embedding`, the head's where `head`; of them what a
+ * one-pass backward starts beside products ([parallel.tp] overlap: the
+ * column-parallel products' input-gradient sums beside their weight
+ * gradients, and under sequence parallelism the norms' outputs gathered
+ * again beside the products before the weight gradients that read them)
+ * and the FLOPs those products take. */
+void plait_cost_tp_traffic(const plait_cost_shape *s, double blocks, double sparse, int embedding, int head,
+                           double micro_batches, struct plait_cost_rank *r);
 
 /* A step's FLOPs of one layer of forward estimate f a token, over
  * `tokens` tokens on tp ranks, added to *r's flops, recompute_flops and

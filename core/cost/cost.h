@@ -75,9 +75,12 @@ typedef struct plait_cost_rank {
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     /* of tp_msgs, the column-parallel products' input-gradient sums a
      * one-pass backward starts before their weight gradients ([parallel.tp]
-     * overlap; a reduce-scatter half an all-reduce), and the FLOPs of those
-     * weight gradients (plait_cost_tp_overlap) */
-    double tp_hide_msgs, tp_hide_flops;
+     * overlap; a reduce-scatter half an all-reduce) and, under sequence
+     * parallelism, the norms' outputs gathered again beside the products
+     * before the weight gradients that read them (tp_hide_gathers of
+     * tp_hide_msgs, an all-gather half an all-reduce), and the FLOPs of
+     * what runs while they travel (plait_cost_tp_traffic) */
+    double tp_hide_msgs, tp_hide_gathers, tp_hide_flops;
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     /* ring attention (cp > 1, model/ring_attention.c), per step: the
      * forward's ring passes that move a transfer (cp - 1 a block and

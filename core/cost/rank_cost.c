@@ -254,14 +254,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     int sparse = 0;
     for (int l = 1; l <= L && l < 4096; l++) sparse += LOCAL(l) && sparse_of[l];
     if (moe) plait_cost_ep_traffic(moe, &s, ep, sparse, plan->micro_batches, out); /* ep's all-to-alls */
-    if (mesh->tp > 1) {
-        out->tp_msgs = plan->micro_batches * (plait_cost_tp_block_collectives(&s) * blocks + has_embedding + has_head);
-        out->tp_msg_elems = bsh;
-        double hm, hf;
-        plait_cost_tp_overlap(&s, blocks, sparse, has_head, &hm, &hf);
-        out->tp_hide_msgs = plan->micro_batches * hm;
-        out->tp_hide_flops = plan->micro_batches * hf;
-    }
+    if (mesh->tp > 1) plait_cost_tp_traffic(&s, blocks, sparse, has_embedding, has_head, plan->micro_batches, out);
     /* PP: every chunk boundary sends the activation forward and its
      * gradient back, once per micro-batch; the first and last chunk of the
      * model have one side each */

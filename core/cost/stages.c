@@ -564,14 +564,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         if (sparse > 0) r->act_bytes += plait_cost_moe_shared_bytes(&m->moe, &s, tp, ep);
         plait_cost_ring_traffic(&s, blocks, mb, r);
         plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
-        if (tp > 1) {
-            r->tp_msgs = mb * (plait_cost_tp_block_collectives(&s) * blocks + emb + head);
-            r->tp_msg_elems = bsh;
-            double hm, hf;
-            plait_cost_tp_overlap(&s, blocks, sparse, head, &hm, &hf);
-            r->tp_hide_msgs = mb * hm;
-            r->tp_hide_flops = mb * hf;
-        }
+        if (tp > 1) plait_cost_tp_traffic(&s, blocks, sparse, emb, head, mb, r);
         if (p > 1) {
             r->pp_msg_elems = s.sp ? bsh / tp : bsh; /* under sp each rank sends its part of the sequence */
             r->bubble = plait_cost_bubble(sched, p, mb, v);

@@ -247,16 +247,21 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     const plait_cost_rank *bs = &stages[t->busiest];
     double msg = t->wire_bytes > 0 ? t->wire_bytes : bs->msg_bytes > 0 ? bs->msg_bytes : b.message;
     const char *dtype = msg < 4 ? "bf16" : "float32";
-    if (l->tp > 1 && t->tp_hidden > 0)
+    if (l->tp > 1 && t->tp_hidden > 0) {
+        const double sums = bs->tp_hide_msgs - bs->tp_hide_gathers;
         fprintf(out,
                 "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s on the wire): %.4f s on the critical path; %.4f s more "
-                "behind the column-parallel products' weight gradients (their input-gradient sums, %.0f %s: "
-                "[parallel.tp] overlap)\n",
+                "behind products ([parallel.tp] overlap: the input-gradient sums, %.0f %s, beside the "
+                "column-parallel products' weight gradients",
                 l->tp, t->tp_link, bs->tp_msgs,
                 bs->sp ? "all-gather + reduce-scatter pairs (sequence parallelism)" : "all-reduces",
-                msg * bs->tp_msg_elems / MiB, dtype, t->tp_s, t->tp_hidden,
-                bs->sp ? 2 * bs->tp_hide_msgs : bs->tp_hide_msgs, bs->sp ? "reduce-scatters" : "all-reduces");
-    else if (l->tp > 1)
+                msg * bs->tp_msg_elems / MiB, dtype, t->tp_s, t->tp_hidden, bs->sp ? 2 * sums : sums,
+                bs->sp ? "reduce-scatters" : "all-reduces");
+        if (bs->tp_hide_gathers > 0)
+            fprintf(out, "; the norms' outputs gathered again, %.0f all-gathers, beside the gradients before them",
+                    2 * bs->tp_hide_gathers);
+        fprintf(out, ")\n");
+    } else if (l->tp > 1)
         fprintf(out, "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s on the wire): %.4f s, all on the critical path\n",
                 l->tp, t->tp_link, bs->tp_msgs,
                 bs->sp ? "all-gather + reduce-scatter pairs (sequence parallelism)" : "all-reduces",

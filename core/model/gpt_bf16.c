@@ -69,12 +69,25 @@ static void widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) 
  * model under sequence parallelism allocates it too). */
 plait_status plait_bf16_norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
                                   int32_t layer) {
-    *full = rows;
+    tp_pending pend;
+    plait_status st = plait_bf16_norm_full_start(m, rows, 0, where, layer, &pend);
+    return st == PLAIT_OK ? plait_bf16_norm_full_end(m, &pend, full) : st;
+}
+
+plait_status plait_bf16_norm_full_start(plait_model *m, const plait_bf16 *rows, int overlap, const char *where,
+                                        int32_t layer, tp_pending *p) {
+    *p = (tp_pending){.where = where, .layer = layer, .rows = rows};
     if (!m->sp) return PLAIT_OK;
     plait_status st = plait_model_scratch_get(m);
     if (st != PLAIT_OK) return st;
     widen(m, m->sp_local, rows, m->R * m->C);
-    st = plait_tp_gather(m, m->sp_local, m->sp_full, where, layer);
+    return plait_tp_gather_start(m, m->sp_local, m->sp_full, overlap, where, layer, p);
+}
+
+plait_status plait_bf16_norm_full_end(plait_model *m, tp_pending *p, const plait_bf16 **full) {
+    *full = p->rows;
+    if (!m->sp) return PLAIT_OK;
+    plait_status st = plait_tp_gather_end(m, p);
     if (st != PLAIT_OK) return st;
     m->k->to_bf16(m->sp_ln_bf, m->sp_full, (size_t)(m->B * m->T * m->C));
     *full = m->sp_ln_bf;
@@ -280,15 +293,21 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     /* c_attn's weight gradient reads ln_1's output over every row (the
      * input gradient alone reads none of it) */
     const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln1;
-    if (part != BWD_INPUT) st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer);
-    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
+        if ((st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer)) != PLAIT_OK)
+            return st;
         m->k->matmul_backward_bf16(NULL, dp.out_w, dp.out_b, g->dres2, a->bf.atty, NULL, BT, Cl, C);
         attention_in_backward(m, NULL, &dp, g->dqkv, ln, NULL);
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
     }
     const plait_bf16 *dres = NULL;
     if ((st = plait_bf16_dres_full(m, dx, &dres, "after attn.c_proj", layer)) != PLAIT_OK) return st;
+    /* in one pass, gathered while c_proj's and the attention's gradients
+     * are made where tp_overlap (dres is in sb.dres: sp_full is free) */
+    tp_pending gather = {0};
+    if (!g && (st = plait_bf16_norm_full_start(m, a->bf.ln1, m->tp_overlap, "before attn.c_attn's weight gradient",
+                                               layer, &gather)) != PLAIT_OK)
+        return st;
     m->k->matmul_backward_bf16(m->sb.datty, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.atty, w.out_w, BT,
                                Cl, C);
     if (m->cp > 1)
@@ -297,7 +316,8 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     else
         m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
                                             m->T, m->NHl, m->HS);
-    if (st != PLAIT_OK) return st;
+    plait_status gathered = !g ? plait_bf16_norm_full_end(m, &gather, &ln) : PLAIT_OK;
+    if (st != PLAIT_OK || (st = gathered) != PLAIT_OK) return st;
     /* with tp_overlap the input gradient's sum travels while c_attn's
      * weight gradient is made */
     const int apart = !g && m->tp_overlap;
@@ -366,17 +386,24 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     /* c_fc's weight gradient reads ln_2's output over every row */
     const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln2;
-    if (part != BWD_INPUT) st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer);
-    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
+        if ((st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer)) != PLAIT_OK)
+            return st;
         m->k->matmul_backward_gelu_bf16(NULL, dp.out_w, dp.out_b, g->dy, a->bf.fcg, NULL, NULL, BT, F, C);
         m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, ln, NULL, BT, C, F);
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
     }
     const plait_bf16 *dres = NULL;
     if ((st = plait_bf16_dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
+    /* in one pass, gathered while c_proj's gradients are made where
+     * tp_overlap */
+    tp_pending gather = {0};
+    if (!g && (st = plait_bf16_norm_full_start(m, a->bf.ln2, m->tp_overlap, "before mlp.c_fc's weight gradient", layer,
+                                               &gather)) != PLAIT_OK)
+        return st;
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
                                     a->bf.fch, BT, F, C);
+    if (!g && (st = plait_bf16_norm_full_end(m, &gather, &ln)) != PLAIT_OK) return st;
     /* with tp_overlap the input gradient's sum travels while c_fc's weight
      * gradient is made */
     const int with = !g && !m->tp_overlap;

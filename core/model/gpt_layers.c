@@ -108,21 +108,24 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     plait_status st = plait_tp_grad_full(m, dx_rows, &dx, "after attn.c_proj", layer);
     if (st != PLAIT_OK) return st;
     *dres2 = dx;
+    /* c_attn's weight gradient reads ln_1's output over every row (the
+     * input gradient alone reads none of it): with tp_overlap gathered
+     * while c_proj's and the attention's gradients are made */
+    tp_pending gather = {0};
+    if (dp && (st = plait_tp_norm_full_start(m, a->ln1, m->tp_overlap, "before attn.c_attn's weight gradient", layer,
+                                             &gather)) != PLAIT_OK)
+        return st;
     m->k->matmul_backward(m->s_datty, dp ? dp->out_w : NULL, dp ? dp->out_b : NULL, dx, a->atty, p->out_w, BT, Cl,
                           C);
-    if (m->cp > 1) {
+    if (m->cp > 1)
         st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse, m->NHl, m->NHl);
-        if (st != PLAIT_OK) return st;
-    } else if (m->fused_attn)
+    else if (m->fused_attn)
         m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,
                                        m->NHl, m->HS);
-    else
-        m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
-    /* c_attn's weight gradient reads ln_1's output over every row (the
-     * input gradient alone reads none of it) */
+    else m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
     const float *ln = m->sp ? m->sp_ln : a->ln1;
-    if (dp && (st = plait_tp_norm_full(m, a->ln1, &ln, "before attn.c_attn's weight gradient", layer)) != PLAIT_OK)
-        return st;
+    plait_status gathered = dp ? plait_tp_norm_full_end(m, &gather, &ln) : PLAIT_OK;
+    if (st != PLAIT_OK || (st = gathered) != PLAIT_OK) return st;
     if (!dp || !m->tp_overlap) {
         if (dp) m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl); /* the key bias: attention_weight_grads */
         m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, ln, p->in_w, BT, C,

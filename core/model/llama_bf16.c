@@ -151,6 +151,16 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
     if (part & BWD_INPUT) {
         m->dres_of = NULL; /* converted afresh: no norm backward here writes the copy */
         if ((st = plait_bf16_dres_full(m, dy, &dres, "after mlp.down_proj", layer)) != PLAIT_OK) return st;
+        /* in one pass, with tp_overlap, the norm's output is gathered while
+         * down's and the input gradients are made, and gate|up's weight
+         * gradients are made while the input gradient's sum travels (the
+         * gather done first: it shares the sum's buffers) */
+        const int apart = !kept && m->tp_overlap;
+        tp_pending gather = {0};
+        if (apart &&
+            (st = plait_bf16_norm_full_start(m, a->bf.ln2, 1, "before mlp.gate_proj's and up_proj's weight gradients",
+                                             layer, &gather)) != PLAIT_OK)
+            return st;
         m->k->matmul_backward_bf16(m->sb.dswi, kept ? NULL : g[LP_DOWN], NULL, dres, a->bf.swi,
                                    copy_of(m, layer, LP_DOWN), BT, F, C);
         m->k->swiglu_backward_bf16(m->sb.dfc, m->sb.dswi, a->bf.gu, BT, F);
@@ -158,14 +168,7 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
                                    2 * F);
         if (kept) keep(m, kept->dy, dres, BT * C);
         keep(m, kept ? kept->dfc : NULL, m->sb.dfc, BT * 2 * F);
-        /* in one pass, with tp_overlap, gate|up's weight gradients are made
-         * while the input gradient's sum travels (the norm's output gathered
-         * first: the gather shares the sum's buffers) */
-        const int apart = !kept && m->tp_overlap;
-        if (apart &&
-            (st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.gate_proj's and up_proj's weight gradients",
-                                       layer)) != PLAIT_OK)
-            return st;
+        if (apart && (st = plait_bf16_norm_full_end(m, &gather, &ln)) != PLAIT_OK) return st;
         tp_pending pend;
         if ((st = plait_bf16_input_grad_sum_start(m, apart, "before mlp.gate_proj and up_proj", layer, &pend)) !=
             PLAIT_OK)
@@ -205,6 +208,15 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
     if (part & BWD_INPUT) {
         m->dres_of = NULL;
         if ((st = plait_bf16_dres_full(m, dx, &dres, "after self_attn.o_proj", layer)) != PLAIT_OK) return st;
+        /* as the MLP half's: the norm's output gathered while o_proj's, the
+         * attention's and the input gradients are made, q|k|v's weight
+         * gradients beside the sum */
+        const int apart = !kept && m->tp_overlap;
+        tp_pending gather = {0};
+        if (apart &&
+            (st = plait_bf16_norm_full_start(m, a->bf.ln1, 1, "before q_proj's, k_proj's and v_proj's weight gradients",
+                                             layer, &gather)) != PLAIT_OK)
+            return st;
         m->k->matmul_backward_bf16(m->sb.datty, kept ? NULL : g[LP_O], NULL, dres, a->bf.atty, copy_of(m, layer, LP_O),
                                    BT, m->Cl, C);
         if (m->cp > 1)
@@ -213,18 +225,16 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
         else
             m->k->attention_gqa_backward_bf16(m->sb.dqkv, m->att_scratch, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse,
                                               m->B, m->T, m->NHl, m->NKVl, m->HS);
-        if (st != PLAIT_OK) return st;
+        if (st != PLAIT_OK) {
+            if (apart) (void)plait_bf16_norm_full_end(m, &gather, &ln); /* the request finished; st says why */
+            return st;
+        }
         /* the gradient of q and k before their rotation */
         m->k->rope_bf16(m->sb.dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
         m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, copy_of(m, layer, LP_Q), BT, C, Wq);
         if (kept) keep(m, kept->dres2, dres, BT * C);
         keep(m, kept ? kept->dqkv : NULL, m->sb.dqkv, BT * Wq);
-        /* as the MLP half's: q|k|v's weight gradients beside the sum */
-        const int apart = !kept && m->tp_overlap;
-        if (apart &&
-            (st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before q_proj's, k_proj's and v_proj's weight gradients",
-                                       layer)) != PLAIT_OK)
-            return st;
+        if (apart && (st = plait_bf16_norm_full_end(m, &gather, &ln)) != PLAIT_OK) return st;
         tp_pending pend;
         if ((st = plait_bf16_input_grad_sum_start(m, apart, "before self_attn.q_proj, k_proj and v_proj", layer,
                                                   &pend)) != PLAIT_OK)

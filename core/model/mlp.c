@@ -73,6 +73,12 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
         if (st == PLAIT_OK) st = plait_tp_grad_full(m, dy_rows, &dy, "after mlp.c_proj", layer);
         if (st != PLAIT_OK) return st;
+        /* c_fc's weight gradient reads ln_2's output over every row: with
+         * tp_overlap gathered while c_proj's gradients are made */
+        tp_pending gather = {0};
+        if (both && (st = plait_tp_norm_full_start(m, a->ln2, m->tp_overlap, "before mlp.c_fc's weight gradient", layer,
+                                                   &gather)) != PLAIT_OK)
+            return st;
         if (m->fused_gelu) /* GELU's derivative in the product's epilogue */
             m->k->matmul_backward_gelu(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg,
                                        p.out_w, a->fch, BT, F, C);
@@ -81,10 +87,8 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                   p.out_w, BT, F, C);
             m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
         }
-        /* c_fc's weight gradient reads ln_2's output over every row */
         const float *ln = m->sp ? m->sp_ln : a->ln2;
-        if (both && (st = plait_tp_norm_full(m, a->ln2, &ln, "before mlp.c_fc's weight gradient", layer)) != PLAIT_OK)
-            return st;
+        if (both && (st = plait_tp_norm_full_end(m, &gather, &ln)) != PLAIT_OK) return st;
         /* with tp_overlap the input gradient's sum travels while c_fc's
          * weight gradient is made */
         const half_params *with = m->tp_overlap ? NULL : both;

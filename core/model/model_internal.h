@@ -556,11 +556,27 @@ plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int3
 typedef struct tp_pending {
     void *req;         /* the request in flight, or NULL */
     float *d;          /* where this rank's summed rows go */
+    const void *rows;  /* a gather's: the rows gathered (the answer without sequence parallelism) */
     const char *where; /* the operation's name, for an error */
     int32_t layer;
 } tp_pending;
 plait_status plait_tp_grad_sum_start(plait_model *m, float *d, const char *where, int32_t layer, tp_pending *p);
 plait_status plait_tp_grad_sum_end(plait_model *m, tp_pending *p);
+/* plait_tp_gather and plait_tp_norm_full in two halves, so that products
+ * run while the rows travel (the backward's gathers of the norms' outputs
+ * again, Megatron-LM's overlap of that all-gather with the input
+ * gradients): _start posts it where `overlap` (else gathers at once,
+ * blocking), _end waits (*full as plait_tp_norm_full gives it). Between
+ * them the caller writes neither the rows nor the buffer they gather into
+ * (sp_ln for a norm), reads the latter not at all, and makes no other
+ * tensor-parallel call; an error of _start leaves nothing to end, and _end
+ * after an error between them finishes the request. */
+plait_status plait_tp_gather_start(plait_model *m, const float *local, float *full, int overlap, const char *where,
+                                   int32_t layer, tp_pending *p);
+plait_status plait_tp_gather_end(plait_model *m, tp_pending *p);
+plait_status plait_tp_norm_full_start(plait_model *m, const float *rows, int overlap, const char *where, int32_t layer,
+                                      tp_pending *p);
+plait_status plait_tp_norm_full_end(plait_model *m, tp_pending *p, const float **full);
 norm_grads plait_tp_norm_grads(plait_model *m, float *w, float *b);
 plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_t layer);
 
@@ -620,6 +636,12 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
  *     names reused). */
 plait_status plait_bf16_norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
                                   int32_t layer);
+/* plait_bf16_norm_full in two halves, as plait_tp_norm_full_start/_end
+ * (the rows widened into sp_local and gathered into sp_full, which the
+ * caller leaves alone between them). */
+plait_status plait_bf16_norm_full_start(plait_model *m, const plait_bf16 *rows, int overlap, const char *where,
+                                        int32_t layer, tp_pending *p);
+plait_status plait_bf16_norm_full_end(plait_model *m, tp_pending *p, const plait_bf16 **full);
 plait_status plait_bf16_row_product(plait_model *m, float *out, const float *res, const plait_bf16 *inp,
                                     const plait_bf16 *w, const float *bias, int64_t K, const char *where,
                                     int32_t layer);

@@ -27,7 +27,9 @@
  * travels while the product's weight gradient is computed, where the plan's
  * operators allow it (plait_tp_grad_sum_start/_end; [parallel.tp] overlap):
  * Megatron-LM's asynchronous tensor-parallel reduction, the same sums in
- * the same order as the blocking call's.
+ * the same order as the blocking call's; and under sequence parallelism a
+ * norm's output gathered again travels while the products before that
+ * weight gradient run (plait_tp_norm_full_start/_end).
  *
  * One thread drives a model (model_internal.h); these calls are collective
  * over the TP group, every rank making them in the same order.
@@ -53,11 +55,40 @@ plait_status plait_tp_gather(plait_model *m, const float *local, float *full, co
 
 plait_status plait_tp_norm_full(plait_model *m, const float *rows, const float **full, const char *where,
                                 int32_t layer) {
-    *full = rows;
+    tp_pending pend;
+    plait_status st = plait_tp_norm_full_start(m, rows, 0, where, layer, &pend);
+    return st == PLAIT_OK ? plait_tp_norm_full_end(m, &pend, full) : st;
+}
+
+plait_status plait_tp_gather_start(plait_model *m, const float *local, float *full, int overlap, const char *where,
+                                   int32_t layer, tp_pending *p) {
+    *p = (tp_pending){.where = where, .layer = layer, .rows = local};
     if (!m->sp) return PLAIT_OK;
-    plait_status st = plait_tp_gather(m, rows, m->sp_ln, where, layer);
-    if (st == PLAIT_OK) *full = m->sp_ln;
-    return st;
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = tp->allgather(tp->ctx, local, full, (size_t)(m->R * m->C), overlap ? &p->req : NULL);
+    if (st != PLAIT_OK) {
+        p->req = NULL;
+        return tp_fail(m, st, "all-gather", where, layer);
+    }
+    return PLAIT_OK;
+}
+
+plait_status plait_tp_gather_end(plait_model *m, tp_pending *p) {
+    if (!p->req) return PLAIT_OK;
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = tp->wait(tp->ctx, p->req);
+    p->req = NULL;
+    return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-gather", p->where, p->layer);
+}
+
+plait_status plait_tp_norm_full_start(plait_model *m, const float *rows, int overlap, const char *where, int32_t layer,
+                                      tp_pending *p) {
+    return plait_tp_gather_start(m, rows, m->sp_ln, overlap, where, layer, p);
+}
+
+plait_status plait_tp_norm_full_end(plait_model *m, tp_pending *p, const float **full) {
+    *full = m->sp ? m->sp_ln : p->rows;
+    return plait_tp_gather_end(m, p);
 }
 
 float *plait_tp_partial(plait_model *m, float *out) { return m->sp ? m->sp_full : out; }

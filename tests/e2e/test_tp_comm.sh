@@ -115,43 +115,54 @@ n=$(sed -n 's/^  TP  2 ranks on [a-z]*: \([0-9]*\) all-reduces of.*/\1/p' "$E2E_
 # column-parallel product's input-gradient sum (f's all-reduce, or under
 # sequence parallelism its reduce-scatter) travels on the communicator's
 # thread while the product's weight gradient is made, 2 a block and
-# micro-batch and the head's (lm_head's); switched off, every one blocks on the step's thread; the
+# micro-batch and the head's (lm_head's), and under sequence parallelism
+# each norm's output gathered again for its product's weight gradient
+# travels while the gradients before it are made, 2 a block and
+# micro-batch; switched off, every one blocks on the step's thread; the
 # losses are the same bits either way
 b=2 m=4
 for sp in false true; do
+  gathers=0
+  if [ $sp = true ]; then gathers=$(( 2 * L * m )); fi
   for ov in true false; do
     train "ov_${sp}_$ov" $T parallel.tp=2 data.micro_batch=$b run.steps=3 run.trace=3 \
       parallel.tp.sequence_parallel=$sp parallel.tp.overlap=$ov
   done
   same_losses "ov_${sp}_true" "ov_${sp}_false" 0
   for ov in true false; do
-    python3 - "$E2E_WORK/ov_${sp}_$ov/trace.json" "$ov" $(( (2 * L + 1) * m )) <<'PY' ||
+    python3 - "$E2E_WORK/ov_${sp}_$ov/trace.json" "$ov" $(( (2 * L + 1) * m )) $gathers <<'PY' ||
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
-want = int(sys.argv[3]) if sys.argv[2] == "true" else 0
+on = sys.argv[2] == "true"
+want = {"sums": int(sys.argv[3]) if on else 0, "gathers": int(sys.argv[4]) if on else 0}
+kind = {"allreduce tp f (backward)": "sums", "reduce_scatter tp sequence reduce-scatter": "sums",
+        "allgather tp sequence all-gather": "gathers"}
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
 bad = []
 for pid in sorted({p for p, _ in names}):
     off = [e for e in ev if e.get("ph") == "X" and e["pid"] == pid and e.get("args", {}).get("comm") == "tp"
            and names.get((pid, e["tid"])) != "main"]
-    if len(off) != want or any(e["name"] not in ("allreduce tp f (backward)", "reduce_scatter tp sequence reduce-scatter")
-                               for e in off):
-        bad.append(f"rank pid {pid}: {len(off)} tp collectives off the step's thread, want {want}: "
+    got = {k: sum(1 for e in off if kind.get(e["name"]) == k) for k in want}
+    if got != want or any(e["name"] not in kind for e in off):
+        bad.append(f"rank pid {pid}: tp collectives off the step's thread {got}, want {want}: "
                    f"{sorted({e['name'] for e in off})}")
 print("\n".join(bad))
 sys.exit(1 if bad or not names else 0)
 PY
-      fail "sequence_parallel=$sp overlap=$ov: the input-gradient sums did not run as they should"
+      fail "sequence_parallel=$sp overlap=$ov: the input-gradient sums and gathers did not run as they should"
   done
-  # the planner counts the same sums beside the weight gradients (on a GPU
+  # the planner counts the same sums and gathers beside products (on a GPU
   # cluster, where they are hidden)
   lay="dp1 tp2 pp1 mb$b adam none"
   if [ $sp = true ]; then lay="$lay sp"; fi
   "$PLAIT_BIN" plan "$CFG" --ranks 2 --cluster "$PLAIT_SOURCE_DIR/configs/clusters/dgx-h100.ini" --explain "$lay" $T \
     >"$E2E_WORK/plan_ov.out" 2>&1 || fail "plait plan --explain $lay: $(cat "$E2E_WORK/plan_ov.out")"
-  n=$(sed -n 's/^  TP .*their input-gradient sums, \([0-9]*\) [a-z-]*: \[parallel.tp\] overlap.*/\1/p' "$E2E_WORK/plan_ov.out")
+  n=$(sed -n 's/^  TP .*the input-gradient sums, \([0-9]*\) [a-z-]*, beside.*/\1/p' "$E2E_WORK/plan_ov.out")
   [ "$n" = $(( (2 * L + 1) * m )) ] ||
     fail "the planner counts '$n' input-gradient sums beside weight gradients for $lay; the ranks ran $(( (2 * L + 1) * m ))"
+  n=$(sed -n 's/^  TP .*gathered again, \([0-9]*\) all-gathers.*/\1/p' "$E2E_WORK/plan_ov.out")
+  [ "${n:-0}" = $gathers ] ||
+    fail "the planner counts '$n' all-gathers of the norms' outputs beside products for $lay; the ranks ran $gathers"
 done
 # under sequence parallelism the gpt blocks gather their norms' outputs
 # again before the weight gradients (one all-gather a norm beyond

@@ -144,10 +144,12 @@ typedef struct plait_tp_ops {
      * all-reduce through `enter_backward_start`, or under sequence
      * parallelism `reduce_scatter` with a request) before the product's
      * weight gradient, and `wait`s for it after: the same sums, in the same
-     * order, as the blocking call's. `enter_backward_start` takes `req` as
-     * `allgather` does; `wait` is then non-NULL whatever
-     * `sequence_parallel`. 0 (or a table without these fields): every
-     * reduction blocks. */
+     * order, as the blocking call's; under sequence parallelism it also
+     * starts the backward's second `allgather` of a norm's output with a
+     * request before the products ahead of the weight gradient that reads
+     * it. `enter_backward_start` takes `req` as `allgather` does; `wait`
+     * is then non-NULL whatever `sequence_parallel`. 0 (or a table without
+     * these fields): every reduction and gather blocks. */
     int32_t overlap_input_grads;
     plait_status (*enter_backward_start)(void *ctx, float *grad, size_t count, void **req);
 } plait_tp_ops;
