@@ -47,10 +47,9 @@ static plait_status tp_fail(plait_model *m, plait_status st, const char *op, con
 float *plait_tp_local(plait_model *m, float *full) { return m->sp ? m->sp_local : full; }
 
 plait_status plait_tp_gather(plait_model *m, const float *local, float *full, const char *where, int32_t layer) {
-    if (!m->sp) return PLAIT_OK;
-    const plait_tp_ops *tp = m->tp_ops;
-    plait_status st = tp->allgather(tp->ctx, local, full, (size_t)(m->R * m->C), NULL);
-    return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-gather", where, layer);
+    tp_pending pend;
+    plait_status st = plait_tp_gather_start(m, local, full, 0, where, layer, &pend);
+    return st == PLAIT_OK ? plait_tp_gather_end(m, &pend) : st;
 }
 
 plait_status plait_tp_norm_full(plait_model *m, const float *rows, const float **full, const char *where,
