@@ -118,8 +118,12 @@ static const plait_key_decl run_keys[] = {
         "(SIGKILL) while saving the checkpoint of this step, after writing its tensors and before renaming "
         "them into place (0 = off)"),
     KEY("debug_die_in_save_rank", I, "0", 0, 1e6, NULL, SAME | PLAIT_KEY_HIDDEN,
-        "for tests: the world rank debug_die_in_save kills; with ckpt_format = sharded it dies after writing "
-        "its shard file, before the index"),
+        "for tests: the world rank debug_die_in_save and debug_die_in_replica kill; with ckpt_format = sharded "
+        "it dies after writing its shard file, before the index"),
+    KEY("debug_die_in_replica", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: on a job's first attempt, world rank debug_die_in_save_rank kills itself (SIGKILL) while "
+        "the in-memory snapshot of this step is taken, after the stages' images and before its own kept "
+        "buffers (0 = off)"),
     KEY("debug_ckpt_copy_late", B, "false", 0, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: a ckpt_async save's writer thread waits for its snapshot's device copies only once the "
         "next step has ended, so that a snapshot the next step's optimizer overwrote would show it"),

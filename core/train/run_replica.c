@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -251,6 +252,10 @@ plait_status plait_run_replicate(plait_run *run) {
     size_t bytes = 0;
     uint32_t crc = 0;
     st = build(run, &fd, &map, &bytes, &crc);
+    if (st == PLAIT_OK && plait_restart_count() == 0 &&
+        plait_config_int(run->cfg, "run", "debug_die_in_replica") == run->step &&
+        plait_config_int(run->cfg, "run", "debug_die_in_save_rank") == me)
+        raise(SIGKILL); /* for tests: a rank lost between the stages' images and its own */
     if (st == PLAIT_OK) st = put_kept(run);
     int owner = plait_run_stage_owner(run, run->work.stage) == me;
     if (st == PLAIT_OK && owner) {
@@ -461,6 +466,98 @@ static int complete(const plait_replica_set *set, const plait_run *run) {
     return 1;
 }
 
+/* Map this host's images of step s (local rank 0) and share which stages
+ * each host holds intact: *complete when every stage is somewhere. */
+static plait_status try_step(plait_run *run, uint64_t *bits, int64_t s, plait_replica_set *set, int *complete) {
+    int me = run->world.mesh.world_rank, world = run->world.mesh.world_size, r = ranks_per_host(run);
+    int pp = run->world.mesh.pp;
+    set->n = pp;
+    set->step = s;
+    uint64_t valid = 0;
+    if (me % r == 0)
+        for (int k = 0; k < pp; k++) {
+            drop_image(&set->shard[k]);
+            if (map_local(s, k, pp, 1, &set->shard[k])) valid |= 1ull << k;
+        }
+    plait_status st = plait_comm_allgather(run->world.comm, &valid, bits, sizeof valid, PLAIT_U8, NULL, NULL);
+    if (st != PLAIT_OK) return st;
+    uint64_t somewhere = 0;
+    for (int w = 0; w < world; w += r) somewhere |= bits[w];
+    *complete = somewhere == (pp >= 64 ? ~0ull : (1ull << pp) - 1);
+    if (!*complete && me == 0)
+        for (int k = 0; k < pp; k++)
+            if (!(somewhere >> k & 1))
+                PLAIT_WARN("train", "the replicas of step %lld lack stage %d: every copy of it is gone or damaged",
+                           (long long)s, k);
+    return PLAIT_OK;
+}
+
+/* Whether every rank's host holds that rank's kept buffers of step s
+ * intact: a rank killed while its snapshot was being taken leaves the
+ * stages' images of that step but not its own, and the step before holds
+ * both. A rank whose host holds none of its own at any step (a new host,
+ * or no kept buffers: they are made after this, so the keeper's list is
+ * what says) counts as holding them: no older step has more. Collective. */
+static plait_status kept_everywhere(plait_run *run, int64_t s, int *yes) {
+    plait_replica_info list[64]; /* as many as a keeper lists */
+    int me = run->world.mesh.world_rank, n = 0, any = 0, at_s = 0;
+    if (plait_agent_list(list, 64, &n) != PLAIT_OK) {
+        plait_clear_error();
+        n = 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (list[i].n_shards == KEPT_SHARDS && list[i].shard == me) {
+            any = 1;
+            at_s |= list[i].step == s;
+        }
+    held_image h;
+    memset(&h, 0, sizeof h);
+    *yes = !any || (at_s && map_local(s, me, KEPT_SHARDS, 1, &h));
+    drop_image(&h);
+    return plait_comm_allreduce(run->world.comm, yes, yes, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+}
+
+/* The step a restart resumes at: the newest (not older than the disk's,
+ * among at most four tried) whose every stage is intact somewhere and
+ * whose every rank's host holds its kept buffers; failing the second, the
+ * newest with the first (the missing kept buffers then start at zero, as
+ * the restore says). set holds its images on return. Collective. */
+static plait_status choose_step(plait_run *run, const inventory *all, uint64_t *bits, int64_t disk_step,
+                                plait_replica_set *set, int *chosen) {
+    int world = run->world.mesh.world_size, r = ranks_per_host(run), pp = run->world.mesh.pp;
+    int64_t tried = INT64_MAX, fallback = -1;
+    plait_status st = PLAIT_OK;
+    *chosen = 0;
+    for (int attempt = 0; st == PLAIT_OK && attempt < 4 && !*chosen; attempt++) {
+        int64_t s = -1;
+        for (int w = 0; w < world; w += r)
+            for (int i = 0; i < all[w].count && i < 64; i++)
+                if (all[w].e[i].shards == pp && all[w].e[i].step > s && all[w].e[i].step < tried &&
+                    all[w].e[i].step >= disk_step)
+                    s = all[w].e[i].step;
+        if (s < 0) break;
+        tried = s;
+        int complete = 0, kept = 0;
+        st = try_step(run, bits, s, set, &complete);
+        if (st == PLAIT_OK && complete) st = kept_everywhere(run, s, &kept);
+        if (st != PLAIT_OK || !complete) continue;
+        *chosen = kept;
+        if (!kept && fallback < 0) fallback = s;
+        if (!kept && run->world.mesh.world_rank == 0)
+            PLAIT_INFO("train",
+                       "the replicas of step %lld lack a rank's error feedback (the rank ended while that "
+                       "snapshot was taken): an older snapshot holding every rank's is looked for",
+                       (long long)s);
+    }
+    if (st == PLAIT_OK && !*chosen && fallback >= 0) {
+        st = try_step(run, bits, fallback, set, chosen);
+        if (st == PLAIT_OK && *chosen && run->world.mesh.world_rank == 0)
+            PLAIT_INFO("train", "no snapshot holds every rank's error feedback: resuming from step %lld's",
+                       (long long)fallback);
+    }
+    return st;
+}
+
 /* long: four collective steps every rank takes in lockstep (numbered
  * below), sharing the inventory, the chosen step's bits and the set, which
  * each exit frees; read top to bottom, as numbered */
@@ -505,37 +602,9 @@ plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_rep
     }
     plait_status st = plait_comm_allgather(comm, &mine, all, sizeof mine, PLAIT_U8, NULL, NULL);
     /* 2. the newest step not older than the disk's whose every stage has an
-     * intact copy somewhere */
-    int64_t tried = INT64_MAX;
+     * intact copy somewhere, and whose every rank holds its own kept buffers */
     int chosen = 0;
-    for (int attempt = 0; st == PLAIT_OK && attempt < 4 && !chosen; attempt++) {
-        int64_t s = -1;
-        for (int w = 0; w < world; w += r)
-            for (int i = 0; i < all[w].count && i < 64; i++)
-                if (all[w].e[i].shards == pp && all[w].e[i].step > s && all[w].e[i].step < tried &&
-                    all[w].e[i].step >= disk_step)
-                    s = all[w].e[i].step;
-        if (s < 0) break;
-        tried = s;
-        set->n = pp;
-        set->step = s;
-        uint64_t valid = 0;
-        if (local0)
-            for (int k = 0; k < pp; k++) {
-                drop_image(&set->shard[k]);
-                if (map_local(s, k, pp, 1, &set->shard[k])) valid |= 1ull << k;
-            }
-        st = plait_comm_allgather(comm, &valid, bits, sizeof valid, PLAIT_U8, NULL, NULL);
-        if (st != PLAIT_OK) break;
-        uint64_t somewhere = 0;
-        for (int w = 0; w < world; w += r) somewhere |= bits[w];
-        chosen = somewhere == (pp >= 64 ? ~0ull : (1ull << pp) - 1);
-        if (!chosen && me == 0)
-            for (int k = 0; k < pp; k++)
-                if (!(somewhere >> k & 1))
-                    PLAIT_WARN("train", "the replicas of step %lld lack stage %d: every copy of it is gone or "
-                               "damaged", (long long)s, k);
-    }
+    if (st == PLAIT_OK) st = choose_step(run, all, bits, disk_step, set, &chosen);
     if (st != PLAIT_OK || !chosen) {
         if (st == PLAIT_OK && me == 0)
             PLAIT_WARN("train", "no replica in memory serves this restart (none of step >= %lld with every stage "

@@ -4,7 +4,8 @@
 # every 2 steps and no checkpoint on disk: rank 1 is killed after step 7,
 # the launchers start both ranks again with the same layout from the
 # replicas in memory, each rank's residuals from its own host's keeper; the
-# losses and the final checkpoint are the 12 straight steps' bit for bit.
+# losses and the final checkpoint are the 12 straight steps' bit for bit,
+# also when rank 1 dies while a snapshot is taken.
 # Then a job of 2 ranks a host (dp 4) as --nnodes 1:2 loses host 1: the
 # restart on host 0 alone changes dp (4 to 2), so the residuals of dp 4 are
 # not used: rank 0 says they start from zero, and the job finishes every
@@ -33,6 +34,23 @@ same_params straight killed bits
 grep -q "error feedback of compressed gradient reductions restored from the replicas of step $RESUMED_STEP in memory" \
   "$E2E_WORK/killed/rank-0.log" || fail "the restart did not say it restored the error feedback: $(grep -h 'error feedback' "$E2E_WORK"/killed/rank-*.log)"
 echo "compressed elastic restart OK: rank 1 killed after step 7, resumed at step $RESUMED_STEP from memory, bit-identical"
+
+# --- rank 1 killed while the snapshot of step 8 is taken, after the
+# stages' images and before its own residuals: step 8's replicas lack
+# them, so the restart resumes at step 6, whose replicas hold every rank's
+for i in 0 1; do
+  elastic_start midsnap $i $L --nnodes 2:2 $E run.steps=$N run.replica_every=2 run.ckpt_every=0 \
+    run.debug_die_in_replica=8 run.debug_die_in_save_rank=1
+done
+elastic_wait midsnap
+resumed midsnap 0
+[ "$RESUMED_FROM" = memory ] && [ "$RESUMED_STEP" = 6 ] ||
+  fail "midsnap: resumed at step $RESUMED_STEP from $RESUMED_FROM, not at step 6 from memory"
+grep -q "the replicas of step 8 lack a rank's error feedback" "$E2E_WORK/midsnap/rank-0.log" ||
+  fail "midsnap: the skipped step 8 was not said: $(grep -h 'replicas of step' "$E2E_WORK"/midsnap/rank-*.log)"
+same_losses straight midsnap 0
+same_params straight midsnap bits
+echo "rank 1 killed mid-snapshot OK: resumed at step 6, whose replicas hold its residuals, bit-identical"
 
 # --- dp changes on the restart: the residuals start from zero, said
 host_back 1 2>/dev/null || true
