@@ -80,14 +80,21 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     if (r->tp > 1 && msg * r->tp_msg_elems > largest) largest = msg * r->tp_msg_elems;
     if (r->pp > 1 && msg * r->pp_msg_elems > largest) largest = msg * r->pp_msg_elems;
     out->buffers = 1.25 * largest;
-    /* ZeRO's working buffers, per unit (a layer's parameters, U): stage 1
-     * keeps two units in flight with their shards, 2 (U + U/n); stage 2 a
-     * layer's gradients plus two units; stage 3 also the gathered
-     * parameters of the running layer and the prefetched one. */
+    /* ZeRO's working buffers (plugins/optim/common/zero_pool.c), of the
+     * largest layer, U, and the largest unit, P: a unit packs consecutive
+     * tensors of one layer up to the unit size (plait_cost_zero_unit_bytes),
+     * a larger tensor being one alone, so P is the layer where it is
+     * smaller than that, else the larger of the unit size and the largest
+     * tensor. Stage 1 keeps two units in flight with their shards,
+     * 2 (P + P/n); stage 2 a layer's gradients plus two units, U + 2P;
+     * stage 3 also the gathered parameters of the running layer and the
+     * prefetched one. */
     if (j->zero > 0 && n > 1) {
-        double U = b.grad * r->largest_layer_numel;
-        if (j->zero == 1) out->buffers += 2 * (U + U / n);
-        else out->buffers += 3 * U + (j->zero == 3 ? 2 * b.weight * r->largest_layer_numel : 0);
+        double layer = r->largest_layer_numel, unit = plait_cost_zero_unit_bytes(j->bucket_bytes, j->zero, (int)n) / 4;
+        double big = r->largest_tensor_numel > unit ? r->largest_tensor_numel : unit;
+        double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
+        if (j->zero == 1) out->buffers += 2 * (P + P / n);
+        else out->buffers += U + 2 * P + (j->zero == 3 ? 2 * b.weight * layer : 0);
     }
     out->process = process_bytes;
     out->total = out->param + out->grad + out->state + out->activations + out->buffers + out->process;

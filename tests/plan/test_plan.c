@@ -94,6 +94,27 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.param + m.grad + m.state, 16e6 / 4);
     NEAR(m.buffers, 5 * 8e5);
     NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
+    /* units smaller than a layer (a bucket of 25,000 floats; the largest
+     * tensor, 50,000, a unit alone): the units in flight are that tensor's
+     * 0.2 MB, the layer's gradients and gathers stay whole */
+    r.largest_tensor_numel = 5e4;
+    j.bucket_bytes = 1e5;
+    j.zero = 1;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 2 * (2e5 + 5e4));
+    j.zero = 2;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 8e5 + 2 * 2e5);
+    j.zero = 3;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 8e5 + 2 * 2e5 + 2 * 8e5);
+    /* the bucket larger than the largest tensor: units of the bucket */
+    j.bucket_bytes = 4e5;
+    j.zero = 2;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 8e5 + 2 * 4e5);
+    r.largest_tensor_numel = 0;
+    j.bucket_bytes = 25e6;
     /* a bf16 run whose model stores bf16 activations: the same float32
      * state, plus 2 bytes an element of the weights' bf16 copy, whole
      * under ZeRO-1 and 2, its largest layer's alone under ZeRO-3 (which
