@@ -16,6 +16,12 @@ double plait_cost_zero_shard(const plait_cost_rank *r, double n) {
     return (r->param_numel - experts) / n + experts / (en > 1 ? en : 1);
 }
 
+double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
+    if (bucket > 0) return bucket;
+    const double floor = zero >= 1 && zero <= 2 ? n * 4.0 * 1048576 : 0; /* 1M floats a rank */
+    return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
+}
+
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out) {
     memset(out, 0, sizeof *out);
     plait_cost_bytes b;

@@ -101,12 +101,6 @@ static double dp_gather(dp_net *d, double bytes, double parts) { return dp_gathe
 /* an all-reduce: a reduce-scatter and an all-gather of the same bytes */
 static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 2); }
 
-double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
-    if (bucket > 0) return bucket;
-    const double floor = zero >= 1 && zero <= 2 ? n * 4.0 * 1048576 : 0; /* 1M floats a rank */
-    return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
-}
-
 static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
 
 /* The collectives `bytes` of a rank's gradients or weights go in, in
