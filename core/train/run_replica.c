@@ -2,10 +2,10 @@
  * restart that reads them (run_replica.h). */
 #include "train/run_replica.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -497,8 +497,9 @@ static plait_status try_step(plait_run *run, uint64_t *bits, int64_t s, plait_re
  * stages' images of that step but not its own, and the step before holds
  * both. A rank whose host holds none of its own at any step (a new host,
  * or no kept buffers: they are made after this, so the keeper's list is
- * what says) counts as holding them: no older step has more. Collective. */
-static plait_status kept_everywhere(plait_run *run, int64_t s, int *yes) {
+ * what says) counts as holding them: no older step has more. The image
+ * checked stays mapped in set->kept for the restore. Collective. */
+static plait_status kept_everywhere(plait_run *run, int64_t s, plait_replica_set *set, int *yes) {
     plait_replica_info list[64]; /* as many as a keeper lists */
     int me = run->world.mesh.world_rank, n = 0, any = 0, at_s = 0;
     if (plait_agent_list(list, 64, &n) != PLAIT_OK) {
@@ -510,10 +511,8 @@ static plait_status kept_everywhere(plait_run *run, int64_t s, int *yes) {
             any = 1;
             at_s |= list[i].step == s;
         }
-    held_image h;
-    memset(&h, 0, sizeof h);
-    *yes = !any || (at_s && map_local(s, me, KEPT_SHARDS, 1, &h));
-    drop_image(&h);
+    drop_image(&set->kept);
+    *yes = !any || (at_s && map_local(s, me, KEPT_SHARDS, 1, &set->kept));
     return plait_comm_allreduce(run->world.comm, yes, yes, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
 }
 
@@ -539,7 +538,7 @@ static plait_status choose_step(plait_run *run, const inventory *all, uint64_t *
         tried = s;
         int complete = 0, kept = 0;
         st = try_step(run, bits, s, set, &complete);
-        if (st == PLAIT_OK && complete) st = kept_everywhere(run, s, &kept);
+        if (st == PLAIT_OK && complete) st = kept_everywhere(run, s, set, &kept);
         if (st != PLAIT_OK || !complete) continue;
         *chosen = kept;
         if (!kept && fallback < 0) fallback = s;
@@ -679,8 +678,13 @@ plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_rep
         return st;
     }
     /* this rank's own kept buffers, where its host kept them (verified: no
-     * other copy exists); absent, the restore starts them at zero */
-    (void)map_local(set->step, me, KEPT_SHARDS, 1, &set->kept);
+     * other copy exists); absent, the restore starts them at zero. The
+     * choice mapped the chosen step's already, but for a step it fell back
+     * to, whose kept buffers some rank lacks */
+    if (!set->kept.have || set->kept.img.state.step != set->step) {
+        drop_image(&set->kept);
+        (void)map_local(set->step, me, KEPT_SHARDS, 1, &set->kept);
+    }
     snprintf(set->what, sizeof set->what, "the replicas of step %lld in memory", (long long)set->step);
     *out = set;
     return PLAIT_OK;
