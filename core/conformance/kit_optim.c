@@ -182,10 +182,12 @@ static plait_status optim_open(const kit_env *e, const kit_saved *from, kit_opti
     o->size = e->dp ? plait_comm_size(e->dp) : 1;
     if (params_init(&o->kp) != 0) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (from) memcpy(o->kp.data, from->tensors, o->kp.numel * sizeof(float));
-    /* a plugin that owns storage sets data and grad itself */
+    /* a plugin that owns storage sets data and grad itself; which it owns
+     * follows its configuration where it says so (flags_for, ABI 1.31) */
+    uint32_t flags = PLAIT_OPTIM_HAS(o->ops, flags_for) ? o->ops->flags_for(e->host, e->cfg) : o->ops->flags;
     for (int i = 0; i < N_PARAMS; i++) {
-        if (o->ops->flags & PLAIT_OPTIM_OWNS_PARAMS) o->kp.params[i].data = NULL;
-        if (o->ops->flags & PLAIT_OPTIM_OWNS_GRADS) o->kp.params[i].grad = NULL;
+        if (flags & PLAIT_OPTIM_OWNS_PARAMS) o->kp.params[i].data = NULL;
+        if (flags & PLAIT_OPTIM_OWNS_GRADS) o->kp.params[i].grad = NULL;
     }
     plait_optim_init init = {.struct_size = sizeof init, .host = e->host, .config = e->cfg,
                              .params = &o->kp.set, .dp_comm = e->dp, .world = e->dp, .local_micro_batches = 1};

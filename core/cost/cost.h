@@ -140,6 +140,9 @@ typedef struct plait_cost_job {
                                * default, auto: the masters of master_numel sharded at dp x cp > 1) */
     int overlap_gather;       /* bit z set: [optim.zeroZ] overlap_param_gather (zero1, zero2): the
                                * updated weights' gathers travel beside the next step's forward */
+    int grad_accum16;         /* [optim.zero1] grad_accum = bf16: zero1 keeps float32 gradient slices
+                               * and, with more than one micro-batch, a bf16 running sum of every
+                               * gradient (plugins/optim/common/zero.h) */
     int tp_overlap;           /* [parallel.tp] overlap: the input-gradient sums beside the weight gradients */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the

@@ -108,6 +108,11 @@ static int zero12_bits(const plait_config *cfg, const char *key, int64_t value) 
 
 int plait_cost_overlap_gather_of(const plait_config *cfg) { return zero12_bits(cfg, "overlap_param_gather", 1); }
 
+int plait_cost_grad_accum16_of(const plait_config *cfg) {
+    plait_value v;
+    return plait_config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
+}
+
 int plait_cost_tp_overlap_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "parallel.tp", "overlap", &v) != PLAIT_OK || v.i != 0; /* the plugin's default */
@@ -185,6 +190,7 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .precision = precision,
                         .whole_masters = plait_cost_masters_of(cfg),
                         .overlap_gather = plait_cost_overlap_gather_of(cfg),
+                        .grad_accum16 = plait_cost_grad_accum16_of(cfg),
                         .tp_overlap = plait_cost_tp_overlap_of(cfg)};
     plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     /* every world rank: a cp rank's memory is its cp rank 0 peer's */
@@ -217,6 +223,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .offload_params = x->offload_params,
                             .whole_masters = x->whole_masters,
                             .overlap_gather = x->overlap_gather,
+                            .grad_accum16 = x->grad_accum16,
                             .tp_overlap = x->tp_overlap,
                             .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
                             .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2

@@ -156,6 +156,7 @@ typedef struct plait_cost_ctx {
     int offload_params;       /* [optim] offload_params */
     int whole_masters;        /* plait_cost_masters_of */
     int overlap_gather;       /* plait_cost_overlap_gather_of */
+    int grad_accum16;         /* plait_cost_grad_accum16_of */
     int tp_overlap;           /* plait_cost_tp_overlap_of */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
@@ -183,6 +184,9 @@ int plait_cost_masters_of(const plait_config *cfg);
 /* Bit z set where `cfg` has [optim.zeroZ] overlap_param_gather = true (z =
  * 1, 2): plait_cost_job.overlap_gather. */
 int plait_cost_overlap_gather_of(const plait_config *cfg);
+/* 1 where `cfg` has [optim.zero1] grad_accum = bf16:
+ * plait_cost_job.grad_accum16. */
+int plait_cost_grad_accum16_of(const plait_config *cfg);
 /* [parallel.tp] overlap of `cfg` (true where unset, the tp plugin's
  * default): plait_cost_job.tp_overlap. */
 int plait_cost_tp_overlap_of(const plait_config *cfg);

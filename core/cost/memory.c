@@ -52,7 +52,10 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     out->param = b.weight * (j->zero >= 3 ? shard : psi - (distributed ? r->master_numel : 0)) +
                  (shard_masters ? b.weight * shard : 0) +
                  b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
-    out->grad = b.grad * (j->zero >= 2 ? shard : psi);
+    /* [optim.zero1] grad_accum = bf16: float32 slices, as ZeRO-2's, and
+     * over more than one micro-batch a bf16 running sum of every gradient */
+    int accum16 = j->zero == 1 && j->grad_accum16, sum16 = accum16 && r->micro_batches > 1;
+    out->grad = b.grad * (j->zero >= 2 || accum16 ? shard : psi) + (sum16 ? 2 * psi : 0);
     out->state = b.optim * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
@@ -86,7 +89,8 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     if (r->tp > 1 && msg * r->tp_msg_elems > largest) largest = msg * r->tp_msg_elems;
     if (r->pp > 1 && msg * r->pp_msg_elems > largest) largest = msg * r->pp_msg_elems;
     out->buffers = 1.25 * largest;
-    /* ZeRO's working buffers (plugins/optim/common/zero_pool.c), of the
+    /* ZeRO's working buffers (plugins/optim/common/zero_pool.c; ZeRO-1
+     * accumulating in bf16 keeps ZeRO-2's and the widening piece), of the
      * largest layer, U, and the largest unit, P: a unit packs consecutive
      * tensors of one layer up to the unit size (plait_cost_zero_unit_bytes),
      * a larger tensor being one alone, so P is the layer where it is
@@ -99,8 +103,9 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         double layer = r->largest_layer_numel, unit = plait_cost_zero_unit_bytes(j->bucket_bytes, j->zero, (int)n) / 4;
         double big = r->largest_tensor_numel > unit ? r->largest_tensor_numel : unit;
         double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
-        if (j->zero == 1) out->buffers += 2 * (P + P / n);
+        if (j->zero == 1 && !accum16) out->buffers += 2 * (P + P / n);
         else out->buffers += U + 2 * P + (j->zero == 3 ? 2 * b.weight * layer : 0);
+        if (sum16) out->buffers += b.grad * 65536; /* the bf16 sums' widening piece (ZERO_ACC_CHUNK) */
     }
     out->process = process_bytes;
     out->total = out->param + out->grad + out->state + out->activations + out->buffers + out->process;

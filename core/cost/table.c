@@ -159,8 +159,14 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
         snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
     fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s%s)\n", m->param / GiB, b.weight,
             z >= 3 ? ", / dp by ZeRO-3" : "", copy, masters_note(l, x, ms, z));
-    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
-            z >= 2 ? ", / dp by ZeRO-2" : "");
+    if (z == 1 && x->grad_accum16) /* plait_cost_memory's rule */
+        fprintf(out,
+                "  gradients   %10.2f GiB  (%.0f bytes, float32, / dp: the slices the optimizer reads; + 2 bytes a "
+                "parameter, bf16: the running sum over the micro-batches ([optim.zero1] grad_accum = bf16)%s)\n",
+                m->grad / GiB, b.grad, stages[0].micro_batches > 1 ? "" : ", none at one micro-batch");
+    else
+        fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
+                z >= 2 ? ", / dp by ZeRO-2" : "");
     fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,
             z >= 1 ? ", / dp by ZeRO" : "");
     fprintf(out, "  activations %10.2f GiB  (%s, recompute %s, %d micro-batch%s a step of %lld sequences)\n",

@@ -194,6 +194,16 @@ static plait_status load_optim(plait_run *run) {
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->optim.ops = d->ops;
     run->optim.flags = run->optim.ops->flags;
+    if (PLAIT_OPTIM_HAS(run->optim.ops, flags_for)) {
+        /* a key of the plugin's may make it keep the gradients itself */
+        uint32_t f = run->optim.ops->flags_for(plait_plugin_host(), run->cfg);
+        if ((f & ~(uint32_t)PLAIT_OPTIM_OWNS_GRADS) != (run->optim.flags & ~(uint32_t)PLAIT_OPTIM_OWNS_GRADS))
+            return plait_set_error(PLAIT_ERR_ABI,
+                                   "optimizer plugin %s: flags_for() changed flags other than OWNS_GRADS "
+                                   "(0x%x, its table's 0x%x)",
+                                   name, f, run->optim.flags);
+        run->optim.flags = f;
+    }
     run->optim.abi_minor = d->abi_minor;
     return PLAIT_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
- * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3, whose bf16
+ * layouts of a small GPT (dp 2 with adam, ZeRO-1 (its gradients' micro-batches
+ * added up in bf16 too) and ZeRO-3, whose bf16
  * weight copy is one layer's, ZeRO-1 and a llama's ZeRO-2 on bf16 copies
  * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
@@ -83,6 +84,12 @@ static const layout layouts[] = {
     {"sim fp32 dp2 adam", {"device.plugin=sim", "parallel.dp=2", NULL}, 0, 0},
     {"sim fp32 dp2 zero1", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", NULL}, 0, 0},
     {"sim fp32 dp2 zero3", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", NULL}, 0, 0},
+    /* zero1 adding 2 micro-batches up in bf16: float32 slices and bf16 sums */
+    {"sim fp32 dp2 zero1 bf16 grads",
+     {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.grad_accum=bf16", "data.micro_batch=1",
+      NULL},
+     0,
+     0},
     {"cpu bf16 dp2 zero1",
      {"device.plugin=cpu", "run.precision=bf16", "run.debug_bf16_emulate=true", "parallel.dp=2", "optim.plugin=zero1",
       NULL},

@@ -10,7 +10,13 @@
  *     accumulation) and of 1, over 5 steps (the warmup's 2 and 3 of the
  *     decay: a step's code path is the same from the second on). Under pp the tied embedding's halves sit on
  *     the first and the last stage, each reduced over DP before the two are
- *     summed.
+ *     summed;
+ *   - zero1 accumulating in bf16 ([optim.zero1] grad_accum = bf16) at dp 2
+ *     with 4 micro-batches, and at dp 2 x pp 2 with 2 (the tied embedding's
+ *     halves whole on two stages), follows plain DP + adam's loss curve
+ *     within bf16's rounding of the running sums, and differs from it (the
+ *     sums are rounded); in deterministic mode with one micro-batch a step
+ *     it is one process's bits, and with several it is refused.
  */
 #include "zero/zero_train_util.h"
 
@@ -96,10 +102,52 @@ static void test_deterministic_bitwise(void **state) {
     }
 }
 
+/* zero1 with the micro-batches' gradients added up in bf16. */
+static void test_grad_accum_bf16(void **state) {
+    (void)state;
+    static const struct {
+        int pp, mb; /* pipeline stages, sequences a micro-batch (global batch 8, dp 2) */
+    } cases[] = {{1, 1}, {2, 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        double loss[2][64];
+        for (int p = 0; p < 2; p++) {
+            char out[4300], a_pp[64], a_mb[64];
+            snprintf(out, sizeof out, "%s/bf16acc-%s-pp%d", dir, p ? "zero1" : "adam", cases[k].pp);
+            snprintf(a_pp, sizeof a_pp, "parallel.pp=%d", cases[k].pp);
+            snprintf(a_mb, sizeof a_mb, "data.micro_batch=%d", cases[k].mb);
+            zt_train(ini, 2 * cases[k].pp, out, 120, "parallel.plugin=hybrid", "parallel.dp=2", a_pp, a_mb,
+                     p ? "optim.plugin=zero1" : "optim.plugin=adam", p ? "optim.zero1.grad_accum=bf16" : "run.steps=30",
+                     "run.steps=30", (char *)NULL);
+            assert_int_equal(zt_metrics(out, "loss", loss[p], 64), 30);
+        }
+        double worst = 0;
+        for (int s = 0; s < 30; s++) {
+            double rel = fabs(loss[1][s] - loss[0][s]) / fabs(loss[0][s]);
+            if (!(rel <= 1e-3))
+                fail_msg("zero1 grad_accum = bf16, pp %d: step %d loss %.6g, plain DP %.6g (%.2g relative)",
+                         cases[k].pp, s + 1, loss[1][s], loss[0][s], rel);
+            if (rel > worst) worst = rel;
+        }
+        if (!(worst > 0)) fail_msg("zero1 grad_accum = bf16, pp %d: the curve is plain DP's to the bit", cases[k].pp);
+    }
+    /* one micro-batch a step, deterministic: one process's bits */
+    char ref[4300], out[4300], a_steps[32];
+    snprintf(a_steps, sizeof a_steps, "run.steps=%d", DET_STEPS);
+    snprintf(ref, sizeof ref, "%s/bf16acc-det-ref", dir);
+    zt_train(ini, 1, ref, 120, "data.micro_batch=2", a_steps, "run.deterministic=true", (char *)NULL);
+    double want[32];
+    assert_int_equal(zt_metrics(ref, "loss", want, 32), DET_STEPS);
+    snprintf(out, sizeof out, "%s/bf16acc-det-dp4", dir);
+    zt_train(ini, 4, out, 120, "parallel.dp=4", "data.micro_batch=2", "optim.plugin=zero1",
+             "optim.zero1.grad_accum=bf16", a_steps, "run.deterministic=true", (char *)NULL);
+    assert_as_one_process(out, ref, want, "zero1 grad_accum = bf16 dp 4");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_curves),
         cmocka_unit_test(test_deterministic_bitwise),
+        cmocka_unit_test(test_grad_accum_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -200,6 +200,7 @@ typedef struct shared {
     plait_threads_world *w;
     plait_config *cfg;
     const plait_optim_ops *ops;
+    uint32_t flags; /* the plugin's for this configuration (flags_for, ABI 1.31) */
 } shared;
 
 typedef struct rank_ctx {
@@ -276,7 +277,7 @@ static void build_params(rank_ctx *c) {
 }
 
 static int alloc_core_storage(rank_ctx *c, source_ctx *src) {
-    uint32_t flags = c->sh->ops->flags;
+    uint32_t flags = c->sh->flags;
     const zh_model *m = c->r->model;
     if (!(flags & PLAIT_OPTIM_OWNS_PARAMS)) {
         c->data_flat = bench_alloc(c->host, c->flat + 16, "bench parameters");
@@ -411,7 +412,7 @@ static int backward(rank_ctx *c, int32_t mb) {
 
 /* The DP plugin's part for a plugin that does not reduce, and the core's tied sum. */
 static int core_reduce(rank_ctx *c, uint64_t *bytes) {
-    uint32_t flags = c->sh->ops->flags;
+    uint32_t flags = c->sh->flags;
     const plait_coll_api *coll = c->host->coll;
     if (flags & PLAIT_OPTIM_REDUCES_GRADS) return 0;
     if (c->r->n > 1) {
@@ -428,7 +429,7 @@ static int core_reduce(rank_ctx *c, uint64_t *bytes) {
 }
 
 static void core_combine_tied(rank_ctx *c) {
-    if (c->sh->ops->flags & PLAIT_OPTIM_REDUCES_GRADS) return;
+    if (c->sh->flags & PLAIT_OPTIM_REDUCES_GRADS) return;
     for (int32_t i = 0; i < c->set.n_params; i++) {
         plait_param *p = &c->params[i];
         if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
@@ -608,7 +609,6 @@ int zh_run_exec(zh_run *r) {
         return -1;
     }
     const plait_optim_ops *ops = d->ops;
-    r->flags = ops->flags;
     plait_config *cfg = plait_config_new();
     char section[64], ini[2048];
     snprintf(section, sizeof section, "optim.%s", d->name);
@@ -628,7 +628,10 @@ int zh_run_exec(zh_run *r) {
         plait_config_free(cfg);
         return -1;
     }
-    shared sh = {.r = r, .w = plait_threads_world_new(r->n, 60.0), .cfg = cfg, .ops = ops};
+    /* the core's rule (core/train/run_setup.c): a key may make the plugin
+     * keep the gradients */
+    r->flags = PLAIT_OPTIM_HAS(ops, flags_for) ? ops->flags_for(zh_host(), cfg) : ops->flags;
+    shared sh = {.r = r, .w = plait_threads_world_new(r->n, 60.0), .cfg = cfg, .ops = ops, .flags = r->flags};
     st = plait_threads_run(r->n, rank_main, &sh);
     plait_threads_world_free(sh.w);
     plait_config_free(cfg);

@@ -38,6 +38,8 @@
  * What each rank keeps (Ψ = elements of the rank's parameters, tied copies
  * sharing storage counted once; S = Σ slice sizes = (Ψ + padding) / N):
  *   ZeRO-1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
+ *   (ZeRO-1 with grad_accum = bf16: gradient shards 4S, and with more than
+ *   one micro-batch a step the running sums 2 (Ψ + padding), its own)
  *   ZeRO-2: parameters 4Ψ (core), gradient shards 4S, moments 8S
  *   (ZeRO-1/2 keeping masters: parameters 4(Ψ - kept) + 4S instead)
  *   ZeRO-3: parameter shards 4S, gradient shards 4S, moments 8S
@@ -60,6 +62,12 @@
  * deterministic mode use PLAIT_ALGO_ORDERED (elementwise, so shard
  * boundaries do not matter), which makes every stage bit-identical to plain
  * DP + adam and to one process.
+ * ZeRO-1 with [optim.zero1] grad_accum = bf16 (grad_accum16) keeps the
+ * gradients as ZeRO-2 does, a unit buffer a layer's backward, but adds a
+ * layer's micro-batches up in a bf16 buffer of every unit (acc) and
+ * reduce-scatters once, at the last: the float32 gradient of the last
+ * micro-batch plus the widened sum of those before (Megatron-Core's bf16
+ * gradient buffer, with float32 sums on the wire's far side).
  *
  * Tied parameters. The copy's reduced gradient slice is added into the
  * original's (original + copy, the core's canonical order) before the norm
@@ -179,7 +187,10 @@ typedef struct zero_unit {
     size_t whole_off;
     int32_t original;      /* copy: the unit of its original, else -1 */
 
-    float *gbuf;           /* ZeRO-2/3: gradient buffer between before_ and after_backward */
+    float *gbuf;           /* ZeRO-2/3 (and ZeRO-1 accumulating in bf16): gradient buffer
+                            * between before_ and after_backward */
+    size_t acc_off;        /* ZeRO-1 accumulating in bf16: its running sum in z->acc */
+    int32_t acc_n;         /* micro-batches folded into it this step */
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
     /* ZeRO-3 parameters */
@@ -187,6 +198,12 @@ typedef struct zero_unit {
     plait_request *ag_req; /* gather in flight */
     int32_t held;          /* layers in use needing it */
 } zero_unit;
+
+/* Floats of acc widened at once (zero.h, grad_accum16). */
+#define ZERO_ACC_CHUNK ((size_t)1 << 16)
+/* The elements unit u's running sum takes in acc: its padded size, rounded
+ * up to 8 so that every unit's sum starts on 16 bytes. */
+static inline size_t zero_acc_span(const zero_unit *u) { return (u->padded + 7) & ~(size_t)7; }
 
 /* Kinds of hook events in the prefetch trace. */
 #define ZERO_EV_FWD 0
@@ -226,6 +243,17 @@ typedef struct zero {
     int32_t micro_batches;
     int deterministic;
     int tree_mode;                /* deterministic with accumulation and owned gradients */
+    /* ZeRO-1, [optim.zero1] grad_accum = bf16: the gradients are the
+     * engine's, as ZeRO-2's are (owns_grads), and a layer's micro-batches
+     * before the last add up in `acc` (bf16, acc_numel: every unit's
+     * padded size) instead of being reduced; the last one's float32
+     * gradient plus that sum is reduce-scattered once into the float32
+     * slice (zero_grads.c). acc is NULL with one micro-batch a step. */
+    int grad_accum16;
+    int owns_grads; /* ZeRO-2/3, or grad_accum16 */
+    plait_bf16 *acc;
+    size_t acc_numel;
+    float *acc_tmp; /* ZERO_ACC_CHUNK floats: acc widened a piece at a time */
     plait_optim_hparams hp;
     plait_optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
     size_t bucket_elems;
@@ -382,11 +410,15 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
-/* The keys of [optim.zeroN]: zero1's and zero2's overlap_param_gather and
- * master, then the four every stage declares (bucket_size, max_inflight,
- * grad_compression, param_gather), then zero3's prefetch_layers. zero1 and
- * zero2 declare the six from zero_keys, zero3 the five from zero_keys + 2. */
-extern const plait_key_decl zero_keys[7];
+/* [optim.zero1] grad_accum's choices, in the order of its values. */
+#define ZERO_GRAD_ACCUM_NAMES                                                                                          \
+    { "fp32", "bf16", NULL }
+/* The keys of [optim.zeroN]: zero1's grad_accum, zero1's and zero2's
+ * overlap_param_gather and master, then the four every stage declares
+ * (bucket_size, max_inflight, grad_compression, param_gather), then zero3's
+ * prefetch_layers. zero1 declares the seven from zero_keys, zero2 the six
+ * from zero_keys + 1, zero3 the five from zero_keys + 3. */
+extern const plait_key_decl zero_keys[8];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

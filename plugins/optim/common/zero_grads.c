@@ -92,7 +92,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
 }
 
 plait_status zero_rs_complete(zero *z, const zero_flight *f) {
-    if (z->zero_stage != 1) return PLAIT_OK; /* the slice landed in place */
+    if (z->owns_grads) return PLAIT_OK; /* the slice landed in place */
     const zero_unit *u = &z->units[f->unit];
     const float *recv = f->buf + u->padded;
     size_t lo = zero_lo(z, u);
@@ -105,7 +105,7 @@ plait_status zero_rs_complete(zero *z, const zero_flight *f) {
 
 /* Where a whole unit's gradient lives: the core's (ZeRO-1) or whole_grad. */
 static float *whole_grad(zero *z, const zero_unit *u) {
-    return z->zero_stage == 1 ? z->params->params[u->first].grad : z->whole_grad + u->whole_off;
+    return !z->owns_grads ? z->params->params[u->first].grad : z->whole_grad + u->whole_off;
 }
 
 /* Sum whole unit u's gradient, complete for the step on this rank, over DP
@@ -131,7 +131,7 @@ static plait_status reduce_whole(zero *z, int32_t ui) {
 
 plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     (void)mb;
-    if (z->zero_stage == 1) return PLAIT_OK;
+    if (!z->owns_grads) return PLAIT_OK;
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
@@ -155,8 +155,61 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     return PLAIT_OK;
 }
 
+/* acc's bf16 <-> float32, by the kernel table where it has them, else on
+ * the host (tensor memory is host memory there: alloc_accumulator checked),
+ * with the kernels' rounding: to nearest even, a NaN kept a quiet NaN. */
+static void widen(const zero *z, float *dst, const plait_bf16 *src, size_t n) {
+    const plait_kernels *k = z->host->kernels;
+    if (PLAIT_KERNELS_HAS_FROM_BF16(k)) {
+        k->from_bf16(dst, src, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof b);
+    }
+}
+
+static void narrow(const zero *z, plait_bf16 *dst, const float *src, size_t n) {
+    const plait_kernels *k = z->host->kernels;
+    if (k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) {
+        k->to_bf16(dst, src, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &src[i], sizeof b);
+        if ((b & 0x7fffffffu) > 0x7f800000u) b |= 0x00400000u; /* NaN: quiet, never rounded into infinity */
+        else b += 0x7fffu + ((b >> 16) & 1u);
+        dst[i] = (plait_bf16)(b >> 16);
+    }
+}
+
+/* ZeRO-1 accumulating in bf16 (zero.h, grad_accum16): unit u's gradient of
+ * one micro-batch in buf joins the running sum of those before (acc,
+ * widened a piece at a time: buf += sum); before the last micro-batch the
+ * sum goes back to acc, rounded once, and buf to the pool. 1: buf is now
+ * the step's whole gradient, to reduce; 0: it was folded and returned. */
+static int accumulate(zero *z, zero_unit *u, float *buf, int last) {
+    const plait_kernels *k = z->host->kernels;
+    plait_bf16 *acc = z->acc + u->acc_off;
+    for (size_t at = 0; u->acc_n > 0 && at < u->padded; at += ZERO_ACC_CHUNK) {
+        size_t n = u->padded - at < ZERO_ACC_CHUNK ? u->padded - at : ZERO_ACC_CHUNK;
+        widen(z, z->acc_tmp, acc + at, n);
+        k->axpy(buf + at, z->acc_tmp, n, 1.0f);
+    }
+    if (last) {
+        u->acc_n = 0;
+        return 1;
+    }
+    narrow(z, acc, buf, u->padded);
+    u->acc_n++;
+    zero_buf_put(z, buf);
+    return 0;
+}
+
 plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last) {
-    if (z->zero_stage == 1) {
+    if (!z->owns_grads) {
         if (!last) return PLAIT_OK;
         for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
             int32_t ui = z->grad_units[k];
@@ -187,6 +240,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
                                       "%s: after_backward of layer %d without before_backward", z->name, layer);
         u->gbuf = NULL;
         for (int32_t m = 0; m < u->count; m++) z->params->params[u->first + m].grad = NULL;
+        if (z->acc && !accumulate(z, u, buf, last)) continue;
         if (z->tree_mode) {
             int done = 0;
             plait_status st = z->tree_api->add(z->tree, mb, buf, buf, u->tree_off, u->numel, &done);
@@ -210,7 +264,7 @@ static void add_tied(zero *z) {
         const zero_unit *c = &z->units[ci];
         if (!c->copy) continue;
         const zero_unit *o = &z->units[c->original];
-        if (z->zero_stage == 1) {
+        if (!z->owns_grads) {
             /* Both units hold one parameter of equal size: their segments match. */
             for (int32_t s = 0; s < c->n_seg && s < o->n_seg; s++) {
                 const zero_seg *cs = &z->segs[c->seg_first + s], *os = &z->segs[o->seg_first + s];
@@ -239,15 +293,14 @@ plait_status zero_finish_grads(void *state) {
     for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++) {
         zero_unit *u = &z->units[ui];
         if (u->whole) {
-            if (z->zero_stage != 1) take_whole(z, u); /* ZeRO-1: the core's gradient is the sum */
+            if (z->owns_grads) take_whole(z, u); /* ZeRO-1: the core's gradient is the sum */
         } else if (u->gbuf)
             st = z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                     "%s: finish_grads while the backward of layer %d is still open", z->name,
                                     u->layer);
         /* ZeRO-1 units whose layer saw no last backward reduce now, in unit
          * order (the same on every rank). */
-        else if (z->zero_stage == 1 && u->rs_issued == 0)
-            st = start_rs_zero1(z, ui);
+        else if (!z->owns_grads && u->rs_issued == 0) st = start_rs_zero1(z, ui);
     }
     plait_status d = zero_flight_drain(z);
     if (st == PLAIT_OK) st = d;
@@ -259,8 +312,9 @@ plait_status zero_finish_grads(void *state) {
     /* ZeRO-2/3: a unit without any backward this step has zero gradient. */
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
-        if (z->zero_stage != 1 && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
+        if (z->owns_grads && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
         u->rs_issued = 0;
+        u->acc_n = 0; /* a layer whose last micro-batch never came (none in a step that runs) */
     }
     add_tied(z);
     return PLAIT_OK;

@@ -109,7 +109,7 @@ plait_status zero_partition(zero *z) {
         if (un->padded > z->max_unit) z->max_unit = un->padded;
         un->tree_off = T;
         T += un->numel;
-        if (un->whole && z->zero_stage >= 2) {
+        if (un->whole && z->owns_grads) {
             un->whole_off = z->whole_numel;
             z->whole_numel += un->padded;
         }

@@ -31,7 +31,7 @@ uint64_t zero_buffer_bytes(const zero *z) {
     size_t elems;
     /* the received slice: over the smaller of the two groups at most */
     size_t n = (size_t)(z->en < z->n ? z->en : z->n);
-    if (z->zero_stage == 1) elems = f * (P + P / n);
+    if (!z->owns_grads) elems = f * (P + P / n);
     else elems = per_layer + f * P;
     if (z->zero_stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
     return (uint64_t)elems * sizeof(float);

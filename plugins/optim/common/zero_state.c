@@ -35,7 +35,7 @@ static void zero_destroy(void *sp) {
     (void)zero_flight_drain(z);
     if (z->zero_stage == 3 && z->units) (void)zero_release_all(z);
     for (int32_t ui = 0; ui < z->n_units; ui++) zero_buf_put(z, z->units[ui].gbuf);
-    if (z->params && z->zero_stage >= 2)
+    if (z->params && z->owns_grads)
         for (int32_t i = 0; i < z->params->n_params; i++) {
             z->params->params[i].grad = NULL;
             if (z->zero_stage == 3) z->params->params[i].data = NULL;
@@ -47,6 +47,8 @@ static void zero_destroy(void *sp) {
     h->free(z->copy_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
+    h->free(z->acc);
+    h->free(z->acc_tmp);
     h->free(z->residual);
     plait_optim_norm_free(h, &z->norm);
     if (z->tree) z->tree_api->destroy(z->tree);
@@ -56,6 +58,48 @@ static void zero_destroy(void *sp) {
     free(z->trace_cur);
     free(z->layer_last_unit);
     free(z);
+}
+
+/* [optim.zero1] grad_accum (zero.h, grad_accum16): read, checked against
+ * deterministic mode, and owns_grads set. */
+static plait_status read_grad_accum(zero *z) {
+    z->owns_grads = z->zero_stage >= 2;
+    if (z->zero_stage != 1) return PLAIT_OK;
+    plait_value v;
+    plait_status st = z->host->config_get(z->cfg, "optim.zero1", "grad_accum", &v);
+    if (st != PLAIT_OK) return st;
+    z->grad_accum16 = v.i == 1;
+    z->owns_grads = z->grad_accum16;
+    if (z->grad_accum16 && z->deterministic && z->micro_batches > 1)
+        return z->host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                                  "zero1: [optim.zero1] grad_accum = bf16 with [run] deterministic = true and %d "
+                                  "micro-batches a step: a bf16 running sum rounds where the micro-batches fall on "
+                                  "the ranks, so the layouts would not be bit-identical; use grad_accum = fp32, or "
+                                  "deterministic = false",
+                                  (int)z->micro_batches);
+    return PLAIT_OK;
+}
+
+/* ZeRO-1 accumulating in bf16 with more than one micro-batch a step: the
+ * running sums and the piece of them widened at a time (zero.h). */
+static plait_status alloc_accumulator(zero *z) {
+    if (!z->grad_accum16 || z->micro_batches <= 1) return PLAIT_OK;
+    const plait_kernels *k = z->host->kernels;
+    if (!(k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) && plait_tensor_kind(z->host) != PLAIT_MEM_HOST)
+        return z->host->set_error(PLAIT_ERR_UNSUPPORTED,
+                                  "zero1: [optim.zero1] grad_accum = bf16 needs to_bf16 and from_bf16 in the device's "
+                                  "kernel table (SDK 1.23), which this device lacks; use grad_accum = fp32");
+    z->acc_numel = 0;
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
+        zero_unit *u = &z->units[ui];
+        if (u->whole) continue;
+        u->acc_off = z->acc_numel;
+        z->acc_numel += zero_acc_span(u);
+    }
+    z->acc = z->host->alloc((z->acc_numel ? z->acc_numel : 1) * sizeof(plait_bf16), plait_tensor_kind(z->host), 64,
+                            "zero1 bf16 gradients");
+    z->acc_tmp = plait_tensor_alloc(z->host, ZERO_ACC_CHUNK, "zero1 bf16 gradients' widening");
+    return z->acc && z->acc_tmp ? PLAIT_OK : z->host->set_error(PLAIT_ERR_NO_MEMORY, "zero1: out of memory");
 }
 
 /* The group the expert tensors shard over (zero.h): the DP group when
@@ -131,6 +175,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
                              "whole where the model computes (use [optim] plugin = zero3, at any dp)",
                              name, name);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
+    if (st == PLAIT_OK) st = read_grad_accum(z);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
@@ -182,7 +227,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     /* A tied copy on another pipeline stage than its original is kept whole
      * (zero.h); a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the
      * original unmarked on its stage, so such a layout is refused. */
-    for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
+    for (int32_t i = 0; z->owns_grads && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
         if (plait_tied_original(p) >= 0 && plait_tied_local_original(z->params, p) < 0 &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
@@ -198,6 +243,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     for (int32_t i = 0; i < z->params->n_params; i++)
         if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
     st = zero_partition(z);
+    if (st == PLAIT_OK) st = alloc_accumulator(z);
     if (st == PLAIT_OK && zero_stage == 3) st = zero_trace_seed(z);
     z->ag_next = z->n_units;                /* no gather left travelling */
     if (st == PLAIT_OK && zero_stage < 3) { /* overlap_param_gather's per-layer waits */
@@ -216,12 +262,12 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         zero_destroy(z);
         return st;
     }
-    if (zero_stage >= 2)
+    if (z->owns_grads)
         for (int32_t i = 0; i < z->params->n_params; i++) {
             z->params->params[i].grad = NULL;
             if (zero_stage == 3) z->params->params[i].data = NULL;
         }
-    if (zero_stage >= 2 && z->whole_numel > 0) {
+    if (z->owns_grads && z->whole_numel > 0) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s tied gradients", name);
         z->whole_grad = plait_tensor_alloc(host, z->whole_numel, tag);
@@ -329,7 +375,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     } else if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) {
         return PLAIT_ERR_NO_MEMORY;
     }
-    if (z->zero_stage >= 2) {
+    if (z->owns_grads) {
         if (!z->gshard && !(z->gshard = alloc_zeroed(z, S, "gradient shards"))) return PLAIT_ERR_NO_MEMORY;
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
@@ -610,11 +656,17 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
     m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi - z->kept_numel + (z->pshard ? S : 0));
-    m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
+    /* the float32 slices the optimizer reads, and under grad_accum = bf16
+     * the running sums of every parameter, 2 bytes each */
+    uint64_t copy_acc = 0; /* the tied copies' running sums, working buffers as their slices are */
+    for (int32_t ui = 0; z->acc && ui < z->n_units; ui++)
+        if (z->units[ui].copy) copy_acc += zero_acc_span(&z->units[ui]);
+    m.grad_bytes = 4 * (z->owns_grads ? S : psi) + 2 * ((uint64_t)z->acc_numel - copy_acc);
     m.state_bytes = z->store ? 0 : 8 * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
     m.buffer_bytes = pool > declared ? pool : declared;
-    if (z->zero_stage == 1) {
+    if (z->acc_tmp) m.buffer_bytes += 4 * (uint64_t)ZERO_ACC_CHUNK + 2 * copy_acc;
+    if (!z->owns_grads) {
         /* The core keeps the tied copies' own gradients. */
         for (int32_t ui = 0; ui < z->n_units; ui++)
             if (z->units[ui].copy) m.buffer_bytes += 4 * (uint64_t)z->params->params[z->units[ui].first].numel;
@@ -631,21 +683,31 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
-#define ZERO_OPS(stage_, flags_)                                                                                       \
+#define ZERO_OPS(stage_, flags_, flags_for_)                                                                           \
     {                                                                                                                  \
         .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,                         \
         .create = create##stage_, .materialize = zero_materialize, .before_forward = zero_before_forward,              \
         .after_forward = (stage_) == 3 ? zero_after_forward : NULL, .before_backward = zero_before_backward,           \
         .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
         .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
-        .destroy = zero_destroy, .export_shard = zero_export_shard, .shard_source = zero_shard_source                  \
+        .destroy = zero_destroy, .export_shard = zero_export_shard, .shard_source = zero_shard_source,                 \
+        .flags_for = (flags_for_)                                                                                      \
     }
 
-const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_SHARDS_MASTERS);
+/* zero1's flags for a run: with grad_accum = bf16 it keeps the gradients
+ * (zero.h, grad_accum16), so the core allocates none. */
+#define ZERO1_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
+static uint32_t zero1_flags_for(const plait_host *host, const plait_config *cfg) {
+    plait_value v;
+    int bf16 = host->config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
+    return ZERO1_FLAGS | (bf16 ? PLAIT_OPTIM_OWNS_GRADS : 0u);
+}
+const plait_optim_ops zero1_ops = ZERO_OPS(1, ZERO1_FLAGS, zero1_flags_for);
 #define ZERO2_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
-const plait_optim_ops zero2_ops = ZERO_OPS(2, ZERO2_FLAGS);
-const plait_optim_ops zero3_ops =
-    ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
+const plait_optim_ops zero2_ops = ZERO_OPS(2, ZERO2_FLAGS, NULL);
+const plait_optim_ops zero3_ops = ZERO_OPS(3,
+                                           PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS,
+                                           NULL);
 
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};
@@ -653,8 +715,17 @@ static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 /* The order the core reads them in (core/train/run_params.c). */
 static const char *const master_choices[] = {"auto", "sharded", "whole", NULL};
 
-/* zero1's and zero2's five from [0], zero3's five from [1] (zero.h). */
-const plait_key_decl zero_keys[7] = {
+static const char *const grad_accum_choices[] = ZERO_GRAD_ACCUM_NAMES;
+
+/* zero1's seven from [0], zero2's six from [1], zero3's five from [3] (zero.h). */
+const plait_key_decl zero_keys[8] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_accum", PLAIT_KEY_ENUM, "fp32", 1, 0, grad_accum_choices,
+     "the type a rank's gradients add up in over a step's micro-batches: fp32 (the core's float32 gradients, "
+     "Megatron-LM's --accumulate-allreduce-grads-in-fp32), or bf16 (Megatron-Core's bf16 gradient buffer, NeMo's "
+     "grad_sync_dtype = bf16: each micro-batch's gradient is float32 while its layer's backward runs, the sum "
+     "of those before the last is kept in bf16, 2 bytes a parameter, and the last one's float32 gradient plus it "
+     "is reduce-scattered once into this rank's float32 slice, 4/N bytes). bf16 with deterministic = true and "
+     "more than one micro-batch is refused"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap_param_gather", PLAIT_KEY_BOOL, "false", 1, 0, NULL,
      "start the updated weights' all-gathers at the end of step() and wait for each layer's at its next forward, "
      "so that they travel beside the forward of the layers before it (Megatron-LM's --overlap-param-gather); "

@@ -9,7 +9,7 @@
 #include "zero.h"
 
 static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
-    if (z->zero_stage == 1) return z->params->params[g->param].grad + g->param_off;
+    if (!z->owns_grads) return z->params->params[g->param].grad + g->param_off;
     return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
 }
 
@@ -124,7 +124,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
                                                       "must call finish_grads first)", z->name);
     for (int32_t i = 0; z->zero_stage == 1 && i < z->params->n_params; i++)
-        if (!z->params->params[i].grad || (!z->params->params[i].data && !(z->wcopy && z->wcopy[i])))
+        if ((!z->owns_grads && !z->params->params[i].grad) ||
+            (!z->params->params[i].data && !(z->wcopy && z->wcopy[i])))
             return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %s has no storage", z->name,
                                    z->params->params[i].name);
 

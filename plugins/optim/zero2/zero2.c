@@ -18,7 +18,7 @@ static const plait_plugin_desc zero2_desc = {
     .version = "1.0.0",
     .description =
         "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
-    .keys = zero_keys,
+    .keys = zero_keys + 1,
     .n_keys = 6,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,

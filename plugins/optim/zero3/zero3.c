@@ -18,7 +18,7 @@ static const plait_plugin_desc zero3_desc = {
     .version = "1.0.0",
     .description =
         "AdamW with moments, gradients and parameters sharded over DP (ZeRO-3): per-layer all-gather with prefetch",
-    .keys = zero_keys + 2,
+    .keys = zero_keys + 3,
     .n_keys = 5,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,

@@ -195,6 +195,14 @@ typedef struct plait_optim_ops {
      * through export_shard at the save's step. */
     plait_status (*shard_source)(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
                                  const float **src);
+    /* The flags of a run with configuration `cfg` (ABI 1.31; `host` to read
+     * it with, the same table create() gets), where the
+     * plugin's keys change them: `flags` plus PLAIT_OPTIM_OWNS_GRADS (e.g.
+     * zero1 with [optim.zero1] grad_accum = bf16 keeps its gradients
+     * itself); no other bit may differ from `flags`. Called by the core
+     * before it allocates storage, before create(); pure, thread-safe.
+     * Optional (PLAIT_OPTIM_HAS): without it the flags are `flags`. */
+    uint32_t (*flags_for)(const struct plait_host *host, const plait_config *cfg);
 } plait_optim_ops;
 
 /* True if optimizer table `o` (from a plugin built against a possibly older
