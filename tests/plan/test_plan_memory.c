@@ -247,6 +247,12 @@ static const layout layouts[] = {
       "optim.plugin=zero2", NULL},
      1,
      1},
+    /* the device's to_bf16 and from_bf16 for zero1's bf16 running sums */
+    {"cuda_emu bf16 dp2 zero1 bf16 grads",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero1",
+      "optim.zero1.grad_accum=bf16", "data.micro_batch=1", NULL},
+     1,
+     1},
     {"cuda_emu bf16 dp2 zero1 whole masters",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.master=whole",
       NULL},
