@@ -28,6 +28,7 @@ static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL}
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
+static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const residual_choices[] = {"fp32", "bf16", NULL};
 
@@ -261,6 +262,11 @@ static const plait_key_decl optim_keys[] = {
     KEY("weight_decay", F, "0.1", 0, 10, NULL, SAME,
         "decoupled weight decay (not applied to biases and LayerNorm parameters)"),
     KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),
+    KEY("moments", E, "fp32", 1, 0, moments_choices, SAME,
+        "the type Adam's two moments are stored in (adam, zero1-3): fp32, or bf16 (4 bytes a parameter where fp32 "
+        "takes 8; each update widens them, steps in float32 and rounds them back: Megatron-Core's "
+        "--exp-avg-dtype/--exp-avg-sq-dtype bf16); checkpoints hold them as float32 either way. bf16 with offload "
+        "is refused"),
     KEY("offload", E, "none", 1, 0, offload_choices, SAME,
         "where the optimizer state lives and steps: none (the device), host (host memory, the step on the host; "
         "a device whose memory is not host memory only), nvme (files under offload_path, streamed through "

@@ -144,6 +144,7 @@ typedef struct plait_cost_job {
                                * and, with more than one micro-batch, a bf16 running sum of every
                                * gradient (plugins/optim/common/zero.h) */
     int tp_overlap;           /* [parallel.tp] overlap: the input-gradient sums beside the weight gradients */
+    int moments16;            /* [optim] moments = bf16: Adam's two moments 2 bytes each, not 4 */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives
@@ -181,6 +182,10 @@ double plait_cost_zero_shard(const plait_cost_rank *r, double n);
  * the `n` sharing a unit where that is more. */
 #define PLAIT_COST_ZERO_BUCKET (25.0 * 1048576)
 double plait_cost_zero_unit_bytes(double bucket, int zero, int n);
+/* Bytes AdamW moves a parameter it updates: the parameter read and
+ * written, its gradient read, both moments read and written (bf16 moments:
+ * `moments16`, [optim] moments = bf16). */
+double plait_cost_adam_io(int moments16);
 /* Memory of one rank. */
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out);
 

@@ -108,6 +108,11 @@ static int zero12_bits(const plait_config *cfg, const char *key, int64_t value) 
 
 int plait_cost_overlap_gather_of(const plait_config *cfg) { return zero12_bits(cfg, "overlap_param_gather", 1); }
 
+int plait_cost_moments16_of(const plait_config *cfg) {
+    plait_value v;
+    return plait_config_get(cfg, "optim", "moments", &v) == PLAIT_OK && v.i == 1;
+}
+
 int plait_cost_grad_accum16_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
@@ -191,6 +196,7 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .whole_masters = plait_cost_masters_of(cfg),
                         .overlap_gather = plait_cost_overlap_gather_of(cfg),
                         .grad_accum16 = plait_cost_grad_accum16_of(cfg),
+                        .moments16 = plait_cost_moments16_of(cfg),
                         .tp_overlap = plait_cost_tp_overlap_of(cfg)};
     plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     /* every world rank: a cp rank's memory is its cp rank 0 peer's */
@@ -224,6 +230,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .whole_masters = x->whole_masters,
                             .overlap_gather = x->overlap_gather,
                             .grad_accum16 = x->grad_accum16,
+                            .moments16 = x->moments16,
                             .tp_overlap = x->tp_overlap,
                             .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
                             .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
@@ -287,6 +294,10 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
     if (x->offload_params && j.zero != 3) { /* the optimizer refuses it (plugins/optim/README.md) */
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "[optim] offload_params = true: only zero3 shards the parameters");
+    }
+    if (x->moments16 && x->offload) { /* the optimizer refuses it (plugins/optim/common/bf16_moments.h) */
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why, "[optim] moments = bf16 with offload: the offloaded state is float32");
     }
 }
 

@@ -157,6 +157,7 @@ typedef struct plait_cost_ctx {
     int whole_masters;        /* plait_cost_masters_of */
     int overlap_gather;       /* plait_cost_overlap_gather_of */
     int grad_accum16;         /* plait_cost_grad_accum16_of */
+    int moments16;            /* plait_cost_moments16_of */
     int tp_overlap;           /* plait_cost_tp_overlap_of */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
@@ -187,6 +188,9 @@ int plait_cost_overlap_gather_of(const plait_config *cfg);
 /* 1 where `cfg` has [optim.zero1] grad_accum = bf16:
  * plait_cost_job.grad_accum16. */
 int plait_cost_grad_accum16_of(const plait_config *cfg);
+/* 1 where `cfg` has [optim] moments = bf16: plait_cost_job.moments16. */
+int plait_cost_moments16_of(const plait_config *cfg);
+
 /* [parallel.tp] overlap of `cfg` (true where unset, the tp plugin's
  * default): plait_cost_job.tp_overlap. */
 int plait_cost_tp_overlap_of(const plait_config *cfg);

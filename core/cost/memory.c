@@ -22,6 +22,12 @@ double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
     return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
 }
 
+double plait_cost_adam_io(int moments16) {
+    plait_cost_bytes b;
+    plait_cost_bytes_of(&b);
+    return b.adam_io - (moments16 ? b.optim : 0); /* the moments read and written at half the bytes */
+}
+
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out) {
     memset(out, 0, sizeof *out);
     plait_cost_bytes b;
@@ -56,7 +62,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * over more than one micro-batch a bf16 running sum of every gradient */
     int accum16 = j->zero == 1 && j->grad_accum16, sum16 = accum16 && r->micro_batches > 1;
     out->grad = b.grad * (j->zero >= 2 || accum16 ? shard : psi) + (sum16 ? 2 * psi : 0);
-    out->state = b.optim * (j->zero >= 1 ? shard : psi);
+    out->state = (j->moments16 ? b.optim / 2 : b.optim) * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
         out->disk = j->offload == 2 ? out->state : 0;

@@ -195,7 +195,7 @@ static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes_of(&b);
     int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
     double copies = j->zero >= 3 ? 2.0 * (r->micro_batches > 0 ? r->micro_batches : 1) : 1;
-    return b.adam_io * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) +
+    return plait_cost_adam_io(j->moments16) * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) +
            b.copy_io * r->weight_copy_numel * copies;
 }
 

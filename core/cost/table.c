@@ -167,7 +167,8 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
     else
         fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
                 z >= 2 ? ", / dp by ZeRO-2" : "");
-    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,
+    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s%s)\n", m->state / GiB,
+            x->moments16 ? b.optim / 2 : b.optim, x->moments16 ? ", bf16 ([optim] moments = bf16)" : ", float32",
             z >= 1 ? ", / dp by ZeRO" : "");
     fprintf(out, "  activations %10.2f GiB  (%s, recompute %s, %d micro-batch%s a step of %lld sequences)\n",
             m->activations / GiB, ms->bf16 ? "bf16 where the products read and write them" : "float32",
@@ -297,7 +298,8 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  DP  none (dp 1)\n");
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
             l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);
-    fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n", b.adam_io,
+    fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n",
+            plait_cost_adam_io(x->moments16),
             !bs->bf16 ? ""
             : plait_cost_zero_stage(l->optim) >= 3
                 ? ", the bf16 copy of the weights 6 bytes an element at each forward and backward (ZeRO-3)"

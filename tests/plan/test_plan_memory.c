@@ -1,7 +1,8 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 (its gradients' micro-batches
- * added up in bf16 too) and ZeRO-3, whose bf16
+ * added up in bf16 too) and ZeRO-3, and Adam's moments in bf16 under adam,
+ * ZeRO-2 and ZeRO-3; ZeRO-3's bf16
  * weight copy is one layer's, ZeRO-1 and a llama's ZeRO-2 on bf16 copies
  * with their masters sharded or whole; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
@@ -84,6 +85,12 @@ static const layout layouts[] = {
     {"sim fp32 dp2 adam", {"device.plugin=sim", "parallel.dp=2", NULL}, 0, 0},
     {"sim fp32 dp2 zero1", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", NULL}, 0, 0},
     {"sim fp32 dp2 zero3", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", NULL}, 0, 0},
+    /* Adam's moments in bf16, whole and sharded */
+    {"sim fp32 dp2 adam bf16 moments", {"device.plugin=sim", "parallel.dp=2", "optim.moments=bf16", NULL}, 0, 0},
+    {"sim fp32 dp2 zero2 bf16 moments",
+     {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero2", "optim.moments=bf16", NULL},
+     0,
+     0},
     /* zero1 adding 2 micro-batches up in bf16: float32 slices and bf16 sums */
     {"sim fp32 dp2 zero1 bf16 grads",
      {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.grad_accum=bf16", "data.micro_batch=1",
@@ -245,6 +252,12 @@ static const layout layouts[] = {
     {"cuda_emu llama bf16 dp2 zero2",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.dp=2",
       "optim.plugin=zero2", NULL},
+     1,
+     1},
+    /* the device's to_bf16 and from_bf16 for bf16 moments */
+    {"cuda_emu bf16 dp2 zero3 bf16 moments",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero3", "optim.moments=bf16",
+      NULL},
      1,
      1},
     /* the device's to_bf16 and from_bf16 for zero1's bf16 running sums */

@@ -46,6 +46,7 @@ typedef struct run {
     int n_layer, n_head, n_embd, n_kv_head, ffn, vocab, seq, gpus, tp, pp, dp, cp, mb, chunks;
     int overlap_gather; /* optim "zero1+overlap", "zero2+overlap": [optim.zeroN] overlap_param_gather */
     int bf16_grads;     /* optim "zero1+bf16grads": [optim.zero1] grad_accum = bf16 */
+    int bf16_moments;   /* optim "...+bf16moments": [optim] moments = bf16 */
     long long global_batch;
     double measured, memory_gb;
 } run;
@@ -91,6 +92,7 @@ static int parse_row(char *line, run *r) {
         for (char *save = NULL, *t = strtok_r(plus + 1, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
             if (!strcmp(t, "overlap") && (z1 || z2)) r->overlap_gather = 1;
             else if (!strcmp(t, "bf16grads") && z1) r->bf16_grads = 1;
+            else if (!strcmp(t, "bf16moments")) r->bf16_moments = 1;
             else return -1;
         }
         *plus = 0;
@@ -227,6 +229,7 @@ static int weigh(const run *r, outcome *o) {
     snprintf(lc.over[lc.n++], 96, "run.log_level=error");
     if (r->overlap_gather) snprintf(lc.over[lc.n++], 96, "optim.%s.overlap_param_gather=true", r->optim);
     if (r->bf16_grads) snprintf(lc.over[lc.n++], 96, "optim.zero1.grad_accum=bf16");
+    if (r->bf16_moments) snprintf(lc.over[lc.n++], 96, "optim.moments=bf16");
     plait_config *cfg = NULL;
     if (load(&lc, 0, NULL, &cfg) != PLAIT_OK) {
         fprintf(stderr, "%s: %s\n", r->name, plait_last_error());
@@ -248,6 +251,7 @@ static int weigh(const run *r, outcome *o) {
                         .load_ctx = &lc,
                         .overlap_gather = plait_cost_overlap_gather_of(cfg),
                         .grad_accum16 = plait_cost_grad_accum16_of(cfg),
+                        .moments16 = plait_cost_moments16_of(cfg),
                         .tp_overlap = plait_cost_tp_overlap_of(cfg)};
     /* the device a GPU cluster's ranks run, as `plait plan --cluster` counts
      * them: its bf16 path decides the activations' type and the weights' bf16

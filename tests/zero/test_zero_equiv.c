@@ -15,7 +15,12 @@
  *     gradients are the plugin's; one micro-batch a step is bit-identical to
  *     one process, several follow plain DP within bf16's rounding of the
  *     running sums (and differ from it: the sums are rounded), and
- *     deterministic mode with several is refused.
+ *     deterministic mode with several is refused;
+ *   - Adam's moments in bf16 ([optim] moments = bf16): deterministic runs of
+ *     every stage at dp 2 and 4 are one process's bits, the moments they
+ *     export are bf16 values widened, a run resumed from them is the
+ *     uninterrupted run's bits, and the curve follows float32 moments'
+ *     within bf16's rounding of them (and differs from it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -309,12 +314,110 @@ static void test_grad_accum_bf16(void **state) {
     zh_run_free(&dp);
 }
 
+/* Every value of the run's exported moments is a bf16 value (its low 16
+ * bits clear). */
+static int moments_are_bf16(const zh_model *m, const zh_snapshot *s) {
+    for (int w = 1; w < ZH_WHICH; w++)
+        for (int32_t i = 0; i < m->n_params; i++) {
+            if (m->p[i].tied_to >= 0) continue;
+            size_t n = zh_numel(&m->p[i]);
+            for (size_t e = 0; e < n; e++) {
+                uint32_t b;
+                memcpy(&b, &s->t[w][i][e], sizeof b);
+                if (b & 0xffffu) return 0;
+            }
+        }
+    return 1;
+}
+
+static void test_moments_bf16(void **state) {
+    (void)state;
+    const char *ini = "[optim]\nmoments = bf16\n";
+    zh_run ref = {.plugin = "adam",
+                  .model = &uneven,
+                  .n = 1,
+                  .m = 4,
+                  .det = 1,
+                  .steps = STEPS,
+                  .grad_clip = 0.5,
+                  .extra_ini = ini};
+    run_or_fail(&ref);
+    assert_true(ref.final.have_state);
+    assert_true(moments_are_bf16(&uneven, &ref.final));
+    /* 2 bytes a moment and element */
+    assert_int_equal(ref.mem0[0].state_bytes, 2 * 2 * zh_model_psi(&uneven));
+    static const int layouts[][2] = {{2, 2}, {4, 1}};
+    static const char *const plugins[] = {"adam", "zero1", "zero2", "zero3"};
+    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++)
+        for (int p = 0; p < 4; p++) {
+            zh_run z = {.plugin = plugins[p],
+                        .model = &uneven,
+                        .n = layouts[k][0],
+                        .m = layouts[k][1],
+                        .det = 1,
+                        .steps = STEPS,
+                        .grad_clip = 0.5,
+                        .extra_ini = ini,
+                        .expect = ref.traj};
+            run_or_fail(&z);
+            assert_same_run(&z, &ref, 1);
+            /* this rank's slices of both moments (adam: all), 2 bytes an element */
+            uint64_t psi = zh_model_psi(&uneven), S = p ? (psi + z.mem0[0].padding_elems) / (uint64_t)z.n : psi;
+            assert_int_equal(z.mem0[0].state_bytes, 2 * 2 * S);
+            zh_run_free(&z);
+        }
+    /* resumed after 3 steps from what the run exported: the same bits */
+    zh_run first = {
+        .plugin = "zero2", .model = &uneven, .n = 2, .m = 2, .det = 1, .steps = 3, .grad_clip = 0.5, .extra_ini = ini};
+    run_or_fail(&first);
+    zh_run rest = {.plugin = "zero2",
+                   .model = &uneven,
+                   .n = 2,
+                   .m = 2,
+                   .det = 1,
+                   .steps = STEPS - 3,
+                   .first_step = 3,
+                   .grad_clip = 0.5,
+                   .extra_ini = ini,
+                   .from = &first.final};
+    run_or_fail(&rest);
+    char why[256];
+    if (!zh_snapshot_equal(&uneven, &rest.final, &ref.final, 1, why, sizeof why))
+        fail_msg("resumed from bf16 moments: %s", why);
+    zh_run_free(&rest);
+    zh_run_free(&first);
+    /* against float32 moments: close, not equal */
+    zh_run f32 = {.plugin = "adam", .model = &uneven, .n = 1, .m = 4, .det = 1, .steps = STEPS, .grad_clip = 0.5};
+    run_or_fail(&f32);
+    double worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double d = zh_snapshot_maxrel(&uneven, &ref.traj[s], &f32.traj[s], 1e30) * 1e30;
+        /* a moment rounded to 8 bits moves an update by up to 2^-8 of lr */
+        if (!(d <= 1e-4 * (s + 1))) fail_msg("step %d: max parameter difference %.3g from float32 moments", s, d);
+        if (d > worst) worst = d;
+    }
+    assert_true(worst > 0);
+    zh_run_free(&f32);
+    zh_run_free(&ref);
+    /* refused beside offload, whose store keeps float32 moments */
+    zh_run off = {.plugin = "adam",
+                  .model = &uneven,
+                  .n = 1,
+                  .m = 1,
+                  .steps = 1,
+                  .extra_ini = "[optim]\nmoments = bf16\noffload = nvme\noffload_path = /tmp\n"};
+    assert_int_not_equal(zh_run_exec(&off), 0);
+    assert_non_null(strstr(zh_run_error(&off), "moments = bf16 with [optim] offload = nvme"));
+    zh_run_free(&off);
+}
+
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree_matches_core),  cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_default_mode_close), cmocka_unit_test(test_zero3_hook_orders),
         cmocka_unit_test(test_small_units),        cmocka_unit_test(test_grad_accum_bf16),
+        cmocka_unit_test(test_moments_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,9 @@
  * with ZeRO-1 at dp 2, plain adam on one process, ZeRO-2 at dp 4 and ZeRO-3
  * at dp 2; in deterministic mode every continuation ends bit-identical to one
  * process that never stopped (final checkpoint: parameters and optimizer
- * state; losses of the resumed steps).
+ * state; losses of the resumed steps). With Adam's moments in bf16
+ * ([optim] moments = bf16) the same holds: ZeRO-2 at dp 2 stopped and
+ * resumed with ZeRO-3 at dp 4 ends as one process that never stopped.
  */
 #include "zero/zero_train_util.h"
 
@@ -67,7 +69,28 @@ static void test_resume_across_stages_and_sizes(void **state) {
     }
 }
 
+static void test_resume_bf16_moments(void **state) {
+    (void)state;
+    char ref[4300], first[4300], out[4300];
+    snprintf(ref, sizeof ref, "%s/m16-ref", dir);
+    snprintf(first, sizeof first, "%s/m16-zero2-dp2", dir);
+    snprintf(out, sizeof out, "%s/m16-then-zero3-dp4", dir);
+    zt_train(ini, 1, ref, 120, "run.deterministic=true", "run.steps=10", "optim.moments=bf16", (char *)NULL);
+    zt_train(ini, 2, first, 120, "run.deterministic=true", "run.steps=5", "parallel.dp=2", "optim.plugin=zero2",
+             "optim.moments=bf16", (char *)NULL);
+    copy_dir(first, out);
+    zt_train(ini, 4, out, 120, "run.deterministic=true", "run.steps=10", "run.resume=yes", "parallel.dp=4",
+             "optim.plugin=zero3", "data.micro_batch=2", "optim.moments=bf16", (char *)NULL);
+    double want[16], got[16];
+    assert_int_equal(zt_metrics(ref, "loss", want, 16), 10);
+    assert_int_equal(zt_metrics(out, "loss", got, 16), 10);
+    for (int s = 0; s < 10; s++)
+        if (got[s] != want[s]) fail_msg("bf16 moments resumed: step %d loss %.9g, uninterrupted %.9g", s + 1, got[s], want[s]);
+    zt_assert_same_ckpt(out, ref, 10);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_resume_across_stages_and_sizes)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_resume_across_stages_and_sizes),
+                                       cmocka_unit_test(test_resume_bf16_moments)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,6 +27,10 @@
  * Parameter indices in export_tensor() and in the value source given to
  * materialize() are global indices (plait_param.index).
  *
+ * [optim] moments = bf16 keeps the two moments in bf16 (bf16_moments.h):
+ * each update widens them a piece at a time around the same adamw kernel,
+ * and the step goes tensor by tensor (adamw_multi reads float32 moments).
+ *
  * Device-agnostic (plait/device_util.h): the moments and the norm
  * accumulator are the device's memory, touched only by host->kernels; the
  * value source and export_tensor's dst are host memory, crossed with the
@@ -39,6 +43,7 @@
 
 #include <plait/plugin.h>
 
+#include "bf16_moments.h"
 #include "offload.h"
 #include "optim_common.h"
 
@@ -68,6 +73,10 @@ typedef struct adam {
      * `state` (offload.h); state_at[i] is parameter i's place in them */
     plait_optim_offload offload;
     optim_offload *store;
+    /* [optim] moments = bf16: the moments there instead of `state`, at
+     * state_at[i] as offloaded ones are (bf16_moments.h) */
+    int moments16;
+    bf16_moments m16;
     size_t *state_at;
     optim_offload_seg *segs;
     size_t n_segs;
@@ -83,6 +92,7 @@ static void adam_destroy(void *sp) {
     a->host->free(a->scale_dev);
     free(a->list);
     optim_offload_close(a->store);
+    bf16_moments_close(&a->m16);
     free(a->state_at);
     free(a->segs);
     plait_optim_norm_free(a->host, &a->norm);
@@ -129,6 +139,11 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
                              NAME ": [optim] offload_params = true: adam keeps every parameter whole where the model "
                                   "computes; only zero3 shards them (use [optim] plugin = zero3, at any dp)");
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
+    if (st == PLAIT_OK) {
+        int m16 = bf16_moments_wanted(host, init->config, NAME);
+        if (m16 < 0) st = PLAIT_ERR_INVALID_CONFIG;
+        a->moments16 = m16 > 0;
+    }
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &a->norm);
     if (st != PLAIT_OK) {
         adam_destroy(a);
@@ -149,19 +164,26 @@ static int fill_state(adam *a, const plait_value_source *src, const plait_param 
     return 0;
 }
 
-/* materialize() with the moments offloaded: the store opened (or made
- * again) for this rank's elements and filled from the source. */
-static plait_status adam_materialize_offload(adam *a, const plait_value_source *src, size_t total) {
+/* materialize() with the moments outside `state`: offloaded (the store
+ * opened, or made again, for this rank's elements) or in bf16, each
+ * parameter's at state_at[i], filled from the source. */
+static plait_status adam_materialize_elsewhere(adam *a, const plait_value_source *src, size_t total) {
     const plait_host *host = a->host;
     plait_param_set *set = a->params;
     optim_offload_close(a->store);
     a->store = NULL;
-    int rank = a->world && host->coll ? host->coll->rank(a->world) : 0;
-    plait_status st = optim_offload_open(host, NAME, &a->offload, rank, total, 0, &a->store);
+    bf16_moments_close(&a->m16);
+    plait_status st;
+    if (a->moments16) {
+        st = bf16_moments_open(host, total, NAME, &a->m16);
+    } else {
+        int rank = a->world && host->coll ? host->coll->rank(a->world) : 0;
+        st = optim_offload_open(host, NAME, &a->offload, rank, total, 0, &a->store);
+        /* every parameter adam updates is read first by its layer's
+         * forward, which waits for it (adam_before_forward), or by export */
+        if (st == PLAIT_OK) optim_offload_defer(a->store);
+    }
     if (st != PLAIT_OK) return st;
-    /* every parameter adam updates is read first by its layer's forward,
-     * which waits for it (adam_before_forward), or by export */
-    optim_offload_defer(a->store);
     const plait_param *present = NULL, *absent = NULL;
     const char *present_which = NULL, *absent_which = NULL;
     size_t off = 0;
@@ -170,7 +192,8 @@ static plait_status adam_materialize_offload(adam *a, const plait_value_source *
         const plait_param *p = &set->params[i];
         a->state_at[i] = off;
         for (int s = 0; s < 2; s++) {
-            int got = optim_offload_load(a->store, s, off, src, p->index, state_names[s], 0, p->numel);
+            int got = a->store ? optim_offload_load(a->store, s, off, src, p->index, state_names[s], 0, p->numel)
+                               : bf16_moments_load(&a->m16, s, off, src, p->index, state_names[s], 0, p->numel);
             if (got < 0) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", host->last_error());
@@ -201,7 +224,7 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     for (int32_t i = 0; i < set->n_params; i++)
         if (a->owns_state[i]) total += set->params[i].numel;
     a->state_numel = total;
-    if (a->offload.mode != PLAIT_OFFLOAD_NONE) return adam_materialize_offload(a, src, total);
+    if (a->offload.mode != PLAIT_OFFLOAD_NONE || a->moments16) return adam_materialize_elsewhere(a, src, total);
     a->state = plait_tensor_alloc(host, 2 * total, "optimizer state");
     if (!a->state) return PLAIT_ERR_NO_MEMORY; /* alloc set the message */
     size_t off = 0;
@@ -317,8 +340,10 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     const plait_host *host = a->host;
     const plait_kernels *k = host->kernels;
     plait_param_set *set = a->params;
-    if (!a->state && !a->store) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
-    if (!a->store && plait_optim_norm_on_device(host, in, a->world)) return adam_step_on_device(a, in, out);
+    if (!a->state && !a->store && !a->m16.m)
+        return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
+    /* adamw_multi reads float32 moments */
+    if (a->state && plait_optim_norm_on_device(host, in, a->world)) return adam_step_on_device(a, in, out);
 
     double norm = 0;
     uint64_t sent = 0;
@@ -343,6 +368,7 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
                                                        .n = p->numel,
                                                        .weight_decay = args.weight_decay,
                                                        .layer = p->layer};
+        else if (a->moments16) bf16_moments_adamw(&a->m16, p->data, p->grad, a->state_at[i], p->numel, &args);
         else k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
     }
     if (a->store && (st = optim_offload_step(a->store, a->segs, a->n_segs, &args, in->step + 1)) != PLAIT_OK) return st;
@@ -398,11 +424,16 @@ static plait_status adam_export(void *sp, int32_t param_index, const char *which
         return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %d is not held by this rank", param_index);
     const plait_param *p = &a->params->params[i];
     const float *src;
-    if (a->store && strcmp(which, "param") != 0) {
+    if ((a->store || a->moments16) && strcmp(which, "param") != 0) {
         int s = strcmp(which, "exp_avg") == 0 ? 0 : strcmp(which, "exp_avg_sq") == 0 ? 1 : -1;
         if (s < 0)
             return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": unknown tensor \"%s\" of %s", which, p->name);
-        return dst ? optim_offload_get(a->store, s, a->state_at[i], dst, p->numel) : PLAIT_OK;
+        if (!dst) return PLAIT_OK;
+        if (!a->store && !a->m16.m)
+            return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": %s of %s does not exist yet (materialize first)",
+                                      which, p->name);
+        return a->store ? optim_offload_get(a->store, s, a->state_at[i], dst, p->numel)
+                        : bf16_moments_get(&a->m16, s, a->state_at[i], dst, p->numel);
     }
     /* a checkpoint reads the parameters the last step's copies back write */
     plait_status st = strcmp(which, "param") == 0 ? optim_offload_drain(a->store) : PLAIT_OK;
@@ -436,7 +467,8 @@ static void adam_memory(void *sp, plait_optim_memory *out) {
             m.buffer_bytes += bytes;
         }
     }
-    m.state_bytes = a->store ? 0 : 2 * (uint64_t)a->state_numel * sizeof(float);
+    m.state_bytes = a->store ? 0 : 2 * (uint64_t)a->state_numel * (a->moments16 ? 2 : sizeof(float));
+    if (a->moments16) m.buffer_bytes += 4 * 3 * (uint64_t)BF16_PIECE; /* the bf16 moments' widening pieces */
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 

@@ -149,6 +149,7 @@
 
 #include <plait/plugin.h>
 
+#include "bf16_moments.h"
 #include "offload.h"
 #include "optim_common.h"
 
@@ -290,7 +291,9 @@ typedef struct zero {
 
     /* storage: tensor memory (the device's; plait/device_util.h), touched
      * only through host->kernels, the collectives and the device's copy */
-    float *state;                /* exp_avg [S] then exp_avg_sq [S]; NULL when offloaded */
+    float *state;                /* exp_avg [S] then exp_avg_sq [S]; NULL when offloaded or bf16 */
+    int moments16;               /* [optim] moments = bf16: the moments in m16 instead */
+    bf16_moments m16;            /* exp_avg and exp_avg_sq [S] each, bf16 (bf16_moments.h) */
     plait_optim_offload offload; /* [optim] offload */
     optim_offload *store;        /* the moments offloaded (offload.h), positions as in state */
     optim_offload_seg *osegs;    /* the step's segments for the store */

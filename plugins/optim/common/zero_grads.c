@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "bf16_moments.h"
 #include "zero.h"
 
 static plait_coll_opts rs_opts(const zero *z, const zero_unit *u) {
@@ -155,36 +156,6 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     return PLAIT_OK;
 }
 
-/* acc's bf16 <-> float32, by the kernel table where it has them, else on
- * the host (tensor memory is host memory there: alloc_accumulator checked),
- * with the kernels' rounding: to nearest even, a NaN kept a quiet NaN. */
-static void widen(const zero *z, float *dst, const plait_bf16 *src, size_t n) {
-    const plait_kernels *k = z->host->kernels;
-    if (PLAIT_KERNELS_HAS_FROM_BF16(k)) {
-        k->from_bf16(dst, src, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b = (uint32_t)src[i] << 16;
-        memcpy(&dst[i], &b, sizeof b);
-    }
-}
-
-static void narrow(const zero *z, plait_bf16 *dst, const float *src, size_t n) {
-    const plait_kernels *k = z->host->kernels;
-    if (k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) {
-        k->to_bf16(dst, src, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &src[i], sizeof b);
-        if ((b & 0x7fffffffu) > 0x7f800000u) b |= 0x00400000u; /* NaN: quiet, never rounded into infinity */
-        else b += 0x7fffu + ((b >> 16) & 1u);
-        dst[i] = (plait_bf16)(b >> 16);
-    }
-}
-
 /* ZeRO-1 accumulating in bf16 (zero.h, grad_accum16): unit u's gradient of
  * one micro-batch in buf joins the running sum of those before (acc,
  * widened a piece at a time: buf += sum); before the last micro-batch the
@@ -195,14 +166,14 @@ static int accumulate(zero *z, zero_unit *u, float *buf, int last) {
     plait_bf16 *acc = z->acc + u->acc_off;
     for (size_t at = 0; u->acc_n > 0 && at < u->padded; at += ZERO_ACC_CHUNK) {
         size_t n = u->padded - at < ZERO_ACC_CHUNK ? u->padded - at : ZERO_ACC_CHUNK;
-        widen(z, z->acc_tmp, acc + at, n);
+        bf16_widen(z->host, z->acc_tmp, acc + at, n);
         k->axpy(buf + at, z->acc_tmp, n, 1.0f);
     }
     if (last) {
         u->acc_n = 0;
         return 1;
     }
-    narrow(z, acc, buf, u->padded);
+    bf16_narrow(z->host, acc, buf, u->padded);
     u->acc_n++;
     zero_buf_put(z, buf);
     return 0;

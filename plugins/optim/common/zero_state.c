@@ -41,6 +41,7 @@ static void zero_destroy(void *sp) {
             if (z->zero_stage == 3) z->params->params[i].data = NULL;
         }
     h->free(z->state);
+    bf16_moments_close(&z->m16);
     optim_offload_close(z->store);
     free(z->osegs);
     h->free(z->gshard);
@@ -84,8 +85,7 @@ static plait_status read_grad_accum(zero *z) {
  * running sums and the piece of them widened at a time (zero.h). */
 static plait_status alloc_accumulator(zero *z) {
     if (!z->grad_accum16 || z->micro_batches <= 1) return PLAIT_OK;
-    const plait_kernels *k = z->host->kernels;
-    if (!(k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) && plait_tensor_kind(z->host) != PLAIT_MEM_HOST)
+    if (!bf16_usable(z->host))
         return z->host->set_error(PLAIT_ERR_UNSUPPORTED,
                                   "zero1: [optim.zero1] grad_accum = bf16 needs to_bf16 and from_bf16 in the device's "
                                   "kernel table (SDK 1.23), which this device lacks; use grad_accum = fp32");
@@ -176,6 +176,11 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
                              name, name);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = read_grad_accum(z);
+    if (st == PLAIT_OK) {
+        int m16 = bf16_moments_wanted(host, init->config, name);
+        if (m16 < 0) st = PLAIT_ERR_INVALID_CONFIG;
+        z->moments16 = m16 > 0;
+    }
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
@@ -299,15 +304,17 @@ static float *alloc_zeroed(zero *z, size_t numel, const char *what) {
     return p;
 }
 
-/* One slice's read into the offloaded moment `moment`: as plait_tensor_read. */
+/* One slice's read into the offloaded moment `moment`, or the bf16 one: as
+ * plait_tensor_read. */
 static plait_status read_offloaded(zero *z, const plait_value_source *src, const char *which, int moment, size_t at,
                                    const plait_param *p, const zero_seg *g) {
-    int got = optim_offload_load(z->store, moment, at, src, p->index, which, g->param_off, g->len);
+    int got = z->store ? optim_offload_load(z->store, moment, at, src, p->index, which, g->param_off, g->len)
+                       : bf16_moments_load(&z->m16, moment, at, src, p->index, which, g->param_off, g->len);
     return got > 0 ? PLAIT_OK : got == 0 ? PLAIT_ERR_UNSUPPORTED : PLAIT_ERR_PROTOCOL;
 }
 
 /* Read tensor `which` of this rank's slices into `base` (a shard array), or
- * with base NULL into offloaded moment `moment`; slices the source lacks
+ * with base NULL into offloaded (or bf16) moment `moment`; slices the source lacks
  * (PLAIT_ERR_UNSUPPORTED) are zero-filled. Notes the first parameter found
  * and the first missing. -1 on a read error. */
 static int read_slices(zero *z, const plait_value_source *src, const char *which, float *base, int moment,
@@ -372,6 +379,11 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         if (st != PLAIT_OK) return st;
         if (!z->osegs && !(z->osegs = calloc(z->n_segs ? (size_t)z->n_segs : 1, sizeof *z->osegs)))
             return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
+    } else if (z->moments16) {
+        if (!z->m16.m) {
+            plait_status st = bf16_moments_open(h, S, z->name, &z->m16);
+            if (st != PLAIT_OK) return st;
+        }
     } else if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) {
         return PLAIT_ERR_NO_MEMORY;
     }
@@ -417,7 +429,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     const char *absent_which = NULL, *present_which = NULL;
     for (int s = 0; state_names[s]; s++) {
         const plait_param *a = NULL, *p = NULL;
-        float *base = z->store ? NULL : z->state + (s ? S : 0);
+        float *base = z->store || z->moments16 ? NULL : z->state + (s ? S : 0);
         if (read_slices(z, src, state_names[s], base, s, &a, &p) < 0) return PLAIT_ERR_PROTOCOL;
         if (a && !absent) absent = a, absent_which = state_names[s];
         if (p && !present) present = p, present_which = state_names[s];
@@ -498,16 +510,23 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
     return st;
 }
 
+/* Moment `moment` (or, offloaded, the parameter shard: 2) at [at, at +
+ * count) into dst, host memory: from the offload store or the bf16 moments. */
+static plait_status moment_get(zero *z, int moment, size_t at, float *dst, size_t count) {
+    return z->store ? optim_offload_get(z->store, moment, at, dst, count)
+                    : bf16_moments_get(&z->m16, moment, at, dst, count);
+}
+
 /* This rank's part [at, at + count) of an offloaded moment (or offloaded
  * parameter shard): into rank 0's `dst` (host memory; NULL: nothing to
  * keep), or sent to rank 0 from a host buffer. */
 static plait_status export_offloaded(zero *z, const zero_unit *u, int moment, size_t at, size_t count, float *dst,
                                      int which_id) {
     const plait_host *h = z->host;
-    if (zero_rank(z, u) == 0) return dst ? optim_offload_get(z->store, moment, at, dst, count) : PLAIT_OK;
+    if (zero_rank(z, u) == 0) return dst ? moment_get(z, moment, at, dst, count) : PLAIT_OK;
     float *buf = malloc((count ? count : 1) * sizeof *buf);
     if (!buf) return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
-    plait_status st = optim_offload_get(z->store, moment, at, buf, count);
+    plait_status st = moment_get(z, moment, at, buf, count);
     plait_coll_opts o = plait_tensor_coll_opts(h, PLAIT_ALGO_AUTO, "zero checkpoint export");
     o.mem_kind = PLAIT_MEM_HOST;
     if (st == PLAIT_OK)
@@ -521,8 +540,8 @@ static plait_status export_offloaded(zero *z, const zero_unit *u, int moment, si
 typedef struct export_src {
     int32_t local;     /* the local parameter */
     int whole;         /* every rank holds it whole (ZeRO-1/2 without a float32 slice of their own) */
-    int offloaded;     /* in the offload store: moment `moment` */
-    int moment;        /* the store's moment index when offloaded */
+    int offloaded;     /* in the offload store, or bf16: moment `moment` of moment_get */
+    int moment;        /* its moment index there */
     const float *base; /* else the shard array */
     int which_id;      /* the message tag offset */
 } export_src;
@@ -545,10 +564,10 @@ static plait_status zero_export_base(zero *z, int32_t param_index, const char *w
         src->whole = !z->pshard && !src->offloaded;
         src->base = z->pshard, src->which_id = 0, src->moment = 2;
     } else if (strcmp(which, "exp_avg") == 0) {
-        src->offloaded = z->store != NULL;
+        src->offloaded = z->store != NULL || z->moments16;
         src->base = z->state, src->which_id = 1, src->moment = 0;
     } else if (strcmp(which, "exp_avg_sq") == 0) {
-        src->offloaded = z->store != NULL;
+        src->offloaded = z->store != NULL || z->moments16;
         src->base = z->state ? z->state + z->shard_numel : NULL, src->which_id = 2, src->moment = 1;
     } else {
         return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
@@ -579,7 +598,7 @@ static plait_status zero_export_shard(void *sp, int32_t param_index, const char 
     *count = e - s;
     if (!dst) return PLAIT_OK;
     size_t at = u->shard_off + (s - lo);
-    return src.offloaded ? optim_offload_get(z->store, src.moment, at, dst, e - s)
+    return src.offloaded ? moment_get(z, src.moment, at, dst, e - s)
                          : plait_tensor_to_host(z->host, dst, src.base + at, e - s);
 }
 
@@ -662,10 +681,11 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     for (int32_t ui = 0; z->acc && ui < z->n_units; ui++)
         if (z->units[ui].copy) copy_acc += zero_acc_span(&z->units[ui]);
     m.grad_bytes = 4 * (z->owns_grads ? S : psi) + 2 * ((uint64_t)z->acc_numel - copy_acc);
-    m.state_bytes = z->store ? 0 : 8 * S;
+    m.state_bytes = z->store ? 0 : (z->moments16 ? 4 : 8) * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
     m.buffer_bytes = pool > declared ? pool : declared;
     if (z->acc_tmp) m.buffer_bytes += 4 * (uint64_t)ZERO_ACC_CHUNK + 2 * copy_acc;
+    if (z->moments16) m.buffer_bytes += 4 * 3 * (uint64_t)BF16_PIECE; /* the bf16 moments' widening pieces */
     if (!z->owns_grads) {
         /* The core keeps the tied copies' own gradients. */
         for (int32_t ui = 0; ui < z->n_units; ui++)

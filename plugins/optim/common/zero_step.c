@@ -151,7 +151,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     st = optim_begin_update(host, z->name, &z->hp, in->step, norm, &z->updates, &args);
     if (st != PLAIT_OK) return st;
     double lr = plait_optim_lr_at(&z->hp, in->step); /* reported in double */
-    float *m = z->state, *v = z->state + z->shard_numel;
+    float *m = z->state, *v = z->state ? z->state + z->shard_numel : NULL;
     z->n_osegs = 0;
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];
@@ -169,6 +169,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
                                                              .n = g->len,
                                                              .weight_decay = args.weight_decay,
                                                              .layer = -1};
+            else if (z->moments16)
+                bf16_moments_adamw(&z->m16, param_ptr(z, u, g), grad_ptr(z, u, g), at, g->len, &args);
             else k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
         }
     }
