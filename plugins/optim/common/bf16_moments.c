@@ -9,14 +9,16 @@
 
 #include <plait/optim_util.h>
 
+/* 1 where the kernel table converts both ways itself. */
+static int kernels_convert(const plait_kernels *k) { return k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k); }
+
 int bf16_usable(const plait_host *host) {
-    const plait_kernels *k = host->kernels;
-    return (k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) || plait_tensor_kind(host) == PLAIT_MEM_HOST;
+    return kernels_convert(host->kernels) || plait_tensor_kind(host) == PLAIT_MEM_HOST;
 }
 
 void bf16_widen(const plait_host *host, float *dst, const plait_bf16 *src, size_t n) {
     const plait_kernels *k = host->kernels;
-    if (k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) {
+    if (kernels_convert(k)) {
         k->from_bf16(dst, src, n);
         return;
     }
@@ -28,7 +30,7 @@ void bf16_widen(const plait_host *host, float *dst, const plait_bf16 *src, size_
 
 void bf16_narrow(const plait_host *host, plait_bf16 *dst, const float *src, size_t n) {
     const plait_kernels *k = host->kernels;
-    if (k->to_bf16 && PLAIT_KERNELS_HAS_FROM_BF16(k)) {
+    if (kernels_convert(k)) {
         k->to_bf16(dst, src, n);
         return;
     }

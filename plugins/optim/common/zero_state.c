@@ -61,15 +61,19 @@ static void zero_destroy(void *sp) {
     free(z);
 }
 
-/* [optim.zero1] grad_accum (zero.h, grad_accum16): read, checked against
- * deterministic mode, and owns_grads set. */
+/* 1 where `cfg` has [optim.zero1] grad_accum = bf16 (zero.h, grad_accum16):
+ * what create() and the flags for the run read alike. */
+static int grad_accum16_of(const plait_host *host, const plait_config *cfg) {
+    plait_value v;
+    return host->config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
+}
+
+/* [optim.zero1] grad_accum: read, checked against deterministic mode, and
+ * owns_grads set. */
 static plait_status read_grad_accum(zero *z) {
     z->owns_grads = z->zero_stage >= 2;
     if (z->zero_stage != 1) return PLAIT_OK;
-    plait_value v;
-    plait_status st = z->host->config_get(z->cfg, "optim.zero1", "grad_accum", &v);
-    if (st != PLAIT_OK) return st;
-    z->grad_accum16 = v.i == 1;
+    z->grad_accum16 = grad_accum16_of(z->host, z->cfg);
     z->owns_grads = z->grad_accum16;
     if (z->grad_accum16 && z->deterministic && z->micro_batches > 1)
         return z->host->set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -718,9 +722,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
  * (zero.h, grad_accum16), so the core allocates none. */
 #define ZERO1_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
 static uint32_t zero1_flags_for(const plait_host *host, const plait_config *cfg) {
-    plait_value v;
-    int bf16 = host->config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
-    return ZERO1_FLAGS | (bf16 ? PLAIT_OPTIM_OWNS_GRADS : 0u);
+    return ZERO1_FLAGS | (grad_accum16_of(host, cfg) ? PLAIT_OPTIM_OWNS_GRADS : 0u);
 }
 const plait_optim_ops zero1_ops = ZERO_OPS(1, ZERO1_FLAGS, zero1_flags_for);
 #define ZERO2_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
