@@ -58,10 +58,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     out->param = b.weight * (j->zero >= 3 ? shard : psi - (distributed ? r->master_numel : 0)) +
                  (shard_masters ? b.weight * shard : 0) +
                  b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
-    /* [optim.zero1] grad_accum = bf16: float32 slices, as ZeRO-2's, and
-     * over more than one micro-batch a bf16 running sum of every gradient */
+    /* [optim.zero1] grad_accum = bf16: slices as ZeRO-2's, bf16 but where
+     * the offload store reads float32 ones (slice16), and over more than
+     * one micro-batch a bf16 running sum of every gradient */
     int accum16 = j->zero == 1 && j->grad_accum16, sum16 = accum16 && r->micro_batches > 1;
-    out->grad = b.grad * (j->zero >= 2 || accum16 ? shard : psi) + (sum16 ? 2 * psi : 0);
+    int slice16 = accum16 && !j->offload;
+    out->grad = (slice16 ? 2 : b.grad) * (j->zero >= 2 || accum16 ? shard : psi) + (sum16 ? 2 * psi : 0);
     out->state = (j->moments16 ? b.optim / 2 : b.optim) * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
@@ -110,8 +112,11 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         double big = r->largest_tensor_numel > unit ? r->largest_tensor_numel : unit;
         double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
         if (j->zero == 1 && !accum16) out->buffers += 2 * (P + P / n);
+        else if (slice16) /* each unit's buffer holds its float32 reduced slice too */
+            out->buffers += (U + 2 * P) * (1 + 1 / n);
         else out->buffers += U + 2 * P + (j->zero == 3 ? 2 * b.weight * layer : 0);
-        if (sum16) out->buffers += b.grad * 65536; /* the bf16 sums' widening piece (ZERO_ACC_CHUNK) */
+        /* the widening piece of the bf16 sums or slices (ZERO_ACC_CHUNK) */
+        if (sum16 || slice16) out->buffers += b.grad * 65536;
     }
     out->process = process_bytes;
     out->total = out->param + out->grad + out->state + out->activations + out->buffers + out->process;

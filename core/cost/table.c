@@ -161,9 +161,10 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
             z >= 3 ? ", / dp by ZeRO-3" : "", copy, masters_note(l, x, ms, z));
     if (z == 1 && x->grad_accum16) /* plait_cost_memory's rule */
         fprintf(out,
-                "  gradients   %10.2f GiB  (%.0f bytes, float32, / dp: the slices the optimizer reads; + 2 bytes a "
+                "  gradients   %10.2f GiB  (%s / dp: the slices the optimizer reads; + 2 bytes a "
                 "parameter, bf16: the running sum over the micro-batches ([optim.zero1] grad_accum = bf16)%s)\n",
-                m->grad / GiB, b.grad, stages[0].micro_batches > 1 ? "" : ", none at one micro-batch");
+                m->grad / GiB, x->offload ? "4 bytes, float32 (the offload store's)," : "2 bytes, bf16,",
+                stages[0].micro_batches > 1 ? "" : ", none at one micro-batch");
     else
         fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
                 z >= 2 ? ", / dp by ZeRO-2" : "");

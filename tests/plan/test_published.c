@@ -31,7 +31,7 @@
 /* What the goals' tests hold: the counts met now, so that they cannot
  * regress unnoticed (docs/plan.md gives the table they come from). */
 /* of the 69 published layouts, fitting plait's count */
-#define MIN_FITTING 65
+#define MIN_FITTING 67
 /* predicted within 15% (Llama 3 405B's 8,192-token runs are predicted
  * with selective recomputation, which fits them once an interleaved
  * stage's alike chunks share their slots, and fall out: docs/plan.md) */

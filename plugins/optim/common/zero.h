@@ -67,7 +67,12 @@
  * layer's micro-batches up in a bf16 buffer of every unit (acc) and
  * reduce-scatters once, at the last: the float32 gradient of the last
  * micro-batch plus the widened sum of those before (Megatron-Core's bf16
- * gradient buffer, with float32 sums on the wire's far side).
+ * gradient buffer, with float32 sums on the wire's far side), rounded once
+ * into a bf16 slice (slice16; float32 under offload, whose store reads
+ * float32) that the step widens a piece at a time. A tied pair on one
+ * rank adds its float32 slices first and rounds the sum, as a pair over
+ * pipeline stages is summed whole in float32 and rounded in take_whole:
+ * every layout rounds the same values.
  *
  * Tied parameters. The copy's reduced gradient slice is added into the
  * original's (original + copy, the core's canonical order) before the norm
@@ -192,6 +197,9 @@ typedef struct zero_unit {
                             * between before_ and after_backward */
     size_t acc_off;        /* ZeRO-1 accumulating in bf16: its running sum in z->acc */
     int32_t acc_n;         /* micro-batches folded into it this step */
+    /* slice16: an original whose tied copy is on this rank keeps a float32
+     * slice (tied_gshard at tied_off, -1: none) until the copy's joins it */
+    int64_t tied_off;
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
     /* ZeRO-3 parameters */
@@ -248,13 +256,17 @@ typedef struct zero {
      * engine's, as ZeRO-2's are (owns_grads), and a layer's micro-batches
      * before the last add up in `acc` (bf16, acc_numel: every unit's
      * padded size) instead of being reduced; the last one's float32
-     * gradient plus that sum is reduce-scattered once into the float32
-     * slice (zero_grads.c). acc is NULL with one micro-batch a step. */
+     * gradient plus that sum is reduce-scattered once (float32 sums)
+     * into a float32 buffer beside the unit's, and rounded into the
+     * slice, bf16 (slice16: gshard16 in place of gshard) but where [optim]
+     * offload hands the store float32 slices (zero_grads.c). acc is NULL
+     * with one micro-batch a step. */
     int grad_accum16;
     int owns_grads; /* ZeRO-2/3, or grad_accum16 */
+    int slice16;    /* grad_accum16 without offload: the reduced slices in bf16 */
     plait_bf16 *acc;
     size_t acc_numel;
-    float *acc_tmp; /* ZERO_ACC_CHUNK floats: acc widened a piece at a time */
+    float *acc_tmp; /* ZERO_ACC_CHUNK floats: bf16 sums or slices widened a piece at a time */
     plait_optim_hparams hp;
     plait_optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
     size_t bucket_elems;
@@ -300,6 +312,9 @@ typedef struct zero {
     size_t n_osegs;
     float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
+    plait_bf16 *gshard16;         /* slice16: the slices [S] in bf16 instead (copy_gshard stays) */
+    float *tied_gshard;           /* slice16: the float32 slices of originals with a local copy */
+    size_t tied_numel;
     float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16 or keeping masters:
                                    * the float32 parameter slices [S] the update applies to */
     plait_bf16 *const *wcopy;     /* ZeRO-1/2 keeping masters ([optim.zeroN] master): per local

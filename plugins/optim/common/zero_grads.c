@@ -36,6 +36,30 @@ static float *grad_slice(zero *z, const zero_unit *u) {
     return (u->copy ? z->copy_gshard : z->gshard) + u->shard_off;
 }
 
+/* slice16: unit u's slice is kept in bf16, rounded as its reduction
+ * lands: not a tied copy's or its local original's, which add up in
+ * float32 first (add_tied), as the embedding group adds a remote pair. */
+static int rounds_slice(const zero *z, const zero_unit *u) { return z->slice16 && !u->copy && u->tied_off < 0; }
+
+/* Where unit u's float32 slice is: grad_slice, or under slice16 a tied
+ * pair's own float32 storage. */
+static float *slice32(zero *z, const zero_unit *u) {
+    if (!z->slice16 || u->copy) return grad_slice(z, u);
+    return z->tied_gshard + u->tied_off;
+}
+
+/* Unit u's slice set to zero: a unit without any backward this step. */
+static void clear_slice(zero *z, const zero_unit *u) {
+    if (!rounds_slice(z, u)) {
+        z->host->kernels->zero(slice32(z, u), u->shard);
+        return;
+    }
+    z->host->kernels->zero(z->acc_tmp, ZERO_ACC_CHUNK);
+    for (size_t at = 0; at < u->shard; at += ZERO_ACC_CHUNK)
+        bf16_narrow(z->host, z->gshard16 + u->shard_off + at, z->acc_tmp,
+                    u->shard - at < ZERO_ACC_CHUNK ? u->shard - at : ZERO_ACC_CHUNK);
+}
+
 /* ZeRO-1: pack the core's (final) gradients of unit u and reduce-scatter
  * them; the slice is copied back into the core's gradient on completion. */
 static plait_status start_rs_zero1(zero *z, int32_t ui) {
@@ -70,8 +94,15 @@ static plait_status start_rs_zero1(zero *z, int32_t ui) {
  * first (after the previous reduction of the unit has landed). */
 static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
     zero_unit *u = &z->units[ui];
-    float *slice = grad_slice(z, u);
+    /* slice16: the float32 sums land beside the unit, to be rounded into
+     * the slice when they complete; grad_accum16 reduces a unit once a
+     * step, so no running sum is ever read back from bf16 */
+    float *slice = rounds_slice(z, u) ? buf + u->padded : slice32(z, u);
     plait_status st = PLAIT_OK;
+    if (z->slice16 && u->rs_issued > 0) {
+        zero_buf_put(z, buf);
+        return z->host->set_error(PLAIT_ERR_INVALID_ARG, "%s: unit %d reduced twice in one step", z->name, (int)ui);
+    }
     if (u->rs_issued > 0) {
         st = zero_flight_wait_unit(z, ui);
         if (st == PLAIT_OK) z->host->kernels->axpy(buf + zero_lo(z, u), slice, u->shard, 1.0f);
@@ -93,8 +124,9 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
 }
 
 plait_status zero_rs_complete(zero *z, const zero_flight *f) {
-    if (z->owns_grads) return PLAIT_OK; /* the slice landed in place */
     const zero_unit *u = &z->units[f->unit];
+    if (rounds_slice(z, u)) bf16_narrow(z->host, z->gshard16 + u->shard_off, f->buf + u->padded, u->shard);
+    if (z->owns_grads) return PLAIT_OK; /* the slice landed in place */
     const float *recv = f->buf + u->padded;
     size_t lo = zero_lo(z, u);
     for (int32_t s = 0; s < u->n_seg; s++) {
@@ -147,7 +179,7 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
                                       "%s: before_backward of layer %d while its previous backward is still "
                                       "open (after_backward was not called)",
                                       z->name, layer);
-        float *buf = zero_buf_get(z, u->padded);
+        float *buf = zero_buf_get(z, u->padded + (z->slice16 ? u->shard : 0)); /* start_rs_owned */
         if (!buf) return PLAIT_ERR_NO_MEMORY;
         z->host->kernels->zero(buf, u->padded);
         u->gbuf = buf;
@@ -243,7 +275,9 @@ static void add_tied(zero *z) {
                         z->params->params[cs->param].grad + cs->param_off, cs->len, 1.0f);
             }
         } else {
-            k->axpy(z->gshard + o->shard_off, z->copy_gshard + c->shard_off, c->shard, 1.0f);
+            k->axpy(slice32(z, o), z->copy_gshard + c->shard_off, c->shard, 1.0f);
+            /* slice16: the float32 sum rounded once into the bf16 slice */
+            if (z->slice16) bf16_narrow(z->host, z->gshard16 + o->shard_off, slice32(z, o), o->shard);
         }
     }
 }
@@ -253,7 +287,8 @@ static void add_tied(zero *z) {
  * the next step at zero. */
 static void take_whole(zero *z, const zero_unit *u) {
     float *whole = whole_grad(z, u);
-    z->host->kernels->copy(grad_slice(z, u), whole + zero_lo(z, u), u->shard);
+    if (z->slice16) bf16_narrow(z->host, z->gshard16 + u->shard_off, whole + zero_lo(z, u), u->shard);
+    else z->host->kernels->copy(grad_slice(z, u), whole + zero_lo(z, u), u->shard);
     z->host->kernels->zero(whole, u->padded);
 }
 
@@ -283,7 +318,7 @@ plait_status zero_finish_grads(void *state) {
     /* ZeRO-2/3: a unit without any backward this step has zero gradient. */
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
-        if (z->owns_grads && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
+        if (z->owns_grads && u->rs_issued == 0) clear_slice(z, u);
         u->rs_issued = 0;
         u->acc_n = 0; /* a layer whose last micro-batch never came (none in a step that runs) */
     }

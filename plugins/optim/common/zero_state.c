@@ -46,6 +46,8 @@ static void zero_destroy(void *sp) {
     free(z->osegs);
     h->free(z->gshard);
     h->free(z->copy_gshard);
+    h->free(z->gshard16);
+    h->free(z->tied_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
     h->free(z->acc);
@@ -75,6 +77,8 @@ static plait_status read_grad_accum(zero *z) {
     if (z->zero_stage != 1) return PLAIT_OK;
     z->grad_accum16 = grad_accum16_of(z->host, z->cfg);
     z->owns_grads = z->grad_accum16;
+    /* the offload store reads float32 slices (offload.h) */
+    z->slice16 = z->grad_accum16 && z->offload.mode == PLAIT_OFFLOAD_NONE;
     if (z->grad_accum16 && z->deterministic && z->micro_batches > 1)
         return z->host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                   "zero1: [optim.zero1] grad_accum = bf16 with [run] deterministic = true and %d "
@@ -85,25 +89,37 @@ static plait_status read_grad_accum(zero *z) {
     return PLAIT_OK;
 }
 
-/* ZeRO-1 accumulating in bf16 with more than one micro-batch a step: the
- * running sums and the piece of them widened at a time (zero.h). */
+/* ZeRO-1 accumulating in bf16: with more than one micro-batch a step the
+ * running sums, and the pieces of them or of bf16 slices widened at a
+ * time (zero.h). */
 static plait_status alloc_accumulator(zero *z) {
-    if (!z->grad_accum16 || z->micro_batches <= 1) return PLAIT_OK;
+    int sums = z->grad_accum16 && z->micro_batches > 1;
+    if (!sums && !z->slice16) return PLAIT_OK;
     if (!bf16_usable(z->host))
         return z->host->set_error(PLAIT_ERR_UNSUPPORTED,
                                   "zero1: [optim.zero1] grad_accum = bf16 needs to_bf16 and from_bf16 in the device's "
                                   "kernel table (SDK 1.23), which this device lacks; use grad_accum = fp32");
+    z->acc_tmp = plait_tensor_alloc(z->host, ZERO_ACC_CHUNK, "zero1 bf16 gradients' widening");
+    if (!z->acc_tmp) return z->host->set_error(PLAIT_ERR_NO_MEMORY, "zero1: out of memory");
     z->acc_numel = 0;
-    for (int32_t ui = 0; ui < z->n_units; ui++) {
+    for (int32_t ui = 0; ui < z->n_units; ui++) /* slice16's float32 slices of tied originals (zero.h) */
+        z->units[ui].tied_off = -1;
+    for (int32_t ui = 0; z->slice16 && ui < z->n_units; ui++)
+        if (z->units[ui].copy && z->units[z->units[ui].original].tied_off < 0) {
+            zero_unit *o = &z->units[z->units[ui].original];
+            o->tied_off = (int64_t)z->tied_numel;
+            z->tied_numel += o->shard;
+        }
+    for (int32_t ui = 0; sums && ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
         if (u->whole) continue;
         u->acc_off = z->acc_numel;
         z->acc_numel += zero_acc_span(u);
     }
+    if (!sums) return PLAIT_OK;
     z->acc = z->host->alloc((z->acc_numel ? z->acc_numel : 1) * sizeof(plait_bf16), plait_tensor_kind(z->host), 64,
                             "zero1 bf16 gradients");
-    z->acc_tmp = plait_tensor_alloc(z->host, ZERO_ACC_CHUNK, "zero1 bf16 gradients' widening");
-    return z->acc && z->acc_tmp ? PLAIT_OK : z->host->set_error(PLAIT_ERR_NO_MEMORY, "zero1: out of memory");
+    return z->acc ? PLAIT_OK : z->host->set_error(PLAIT_ERR_NO_MEMORY, "zero1: out of memory");
 }
 
 /* The group the expert tensors shard over (zero.h): the DP group when
@@ -391,8 +407,15 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     } else if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) {
         return PLAIT_ERR_NO_MEMORY;
     }
-    if (z->owns_grads) {
+    if (z->slice16) { /* bf16 zeros: float32 zeros over the same bytes, the odd one rounded up */
+        if (!z->gshard16 && !(z->gshard16 = (plait_bf16 *)alloc_zeroed(z, (S + 1) / 2, "bf16 gradient shards")))
+            return PLAIT_ERR_NO_MEMORY;
+        if (!z->tied_gshard && !(z->tied_gshard = alloc_zeroed(z, z->tied_numel, "tied gradient shards")))
+            return PLAIT_ERR_NO_MEMORY;
+    } else if (z->owns_grads) {
         if (!z->gshard && !(z->gshard = alloc_zeroed(z, S, "gradient shards"))) return PLAIT_ERR_NO_MEMORY;
+    }
+    if (z->owns_grads) {
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
@@ -684,7 +707,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     uint64_t copy_acc = 0; /* the tied copies' running sums, working buffers as their slices are */
     for (int32_t ui = 0; z->acc && ui < z->n_units; ui++)
         if (z->units[ui].copy) copy_acc += zero_acc_span(&z->units[ui]);
-    m.grad_bytes = 4 * (z->owns_grads ? S : psi) + 2 * ((uint64_t)z->acc_numel - copy_acc);
+    m.grad_bytes = (z->slice16 ? 2 : 4) * (z->owns_grads ? S : psi) + 2 * ((uint64_t)z->acc_numel - copy_acc);
     m.state_bytes = z->store ? 0 : (z->moments16 ? 4 : 8) * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
     m.buffer_bytes = pool > declared ? pool : declared;
@@ -695,7 +718,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         for (int32_t ui = 0; ui < z->n_units; ui++)
             if (z->units[ui].copy) m.buffer_bytes += 4 * (uint64_t)z->params->params[z->units[ui].first].numel;
     } else {
-        m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
+        m.buffer_bytes += 4 * ((uint64_t)z->copy_shard_numel + z->tied_numel + z->whole_numel);
         if (z->tree_mode) {
             uint64_t tree = z->tree ? z->tree_api->bytes(z->tree) : 0,
                      tree_declared = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;

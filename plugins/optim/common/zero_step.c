@@ -6,11 +6,24 @@
 #include <math.h>
 #include <string.h>
 
+#include "bf16_moments.h"
 #include "zero.h"
 
 static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     if (!z->owns_grads) return z->params->params[g->param].grad + g->param_off;
     return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+}
+
+/* Elements of segment g the step reads at once: all of them, or where the
+ * slices are bf16 (zero.h, slice16) the widening piece. */
+static size_t piece_of(const zero *z, const zero_seg *g) { return z->slice16 ? ZERO_ACC_CHUNK : g->len; }
+
+/* Segment g's gradient at [off, off + n), float32: in place, or widened
+ * into acc_tmp from the bf16 slice (valid until the next call). */
+static const float *grad_piece(zero *z, const zero_unit *u, const zero_seg *g, size_t off, size_t n) {
+    if (!z->slice16) return grad_ptr(z, u, g) + off;
+    bf16_widen(z->host, z->acc_tmp, z->gshard16 + u->shard_off + (g->unit_off - zero_lo(z, u)) + off, n);
+    return z->acc_tmp;
 }
 
 /* NULL where the slices live in the offload store ([optim] offload_params). */
@@ -138,8 +151,11 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         if (u->copy) continue;
         for (int32_t s = 0; s < u->n_seg; s++) {
             const zero_seg *g = &z->segs[u->seg_first + s];
-            if (plait_optim_counts_in_norm(&z->topo, &z->params->params[g->param]))
-                plait_optim_norm_add(host, &z->norm, grad_ptr(z, u, g), g->len);
+            if (!plait_optim_counts_in_norm(&z->topo, &z->params->params[g->param])) continue;
+            for (size_t o = 0, w = piece_of(z, g); o < g->len; o += w) {
+                size_t n = g->len - o < w ? g->len - o : w;
+                plait_optim_norm_add(host, &z->norm, grad_piece(z, u, g, o, n), n);
+            }
         }
     }
     double sumsq = 0;
@@ -169,9 +185,13 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
                                                              .n = g->len,
                                                              .weight_decay = args.weight_decay,
                                                              .layer = -1};
-            else if (z->moments16)
-                bf16_moments_adamw(&z->m16, param_ptr(z, u, g), grad_ptr(z, u, g), at, g->len, &args);
-            else k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
+            else
+                for (size_t o = 0, w = piece_of(z, g); o < g->len; o += w) {
+                    size_t n = g->len - o < w ? g->len - o : w;
+                    const float *gr = grad_piece(z, u, g, o, n);
+                    if (z->moments16) bf16_moments_adamw(&z->m16, param_ptr(z, u, g) + o, gr, at + o, n, &args);
+                    else k->adamw(param_ptr(z, u, g) + o, gr, m + at + o, v + at + o, n, &args);
+                }
         }
     }
     if (z->store && (st = optim_offload_step(z->store, z->osegs, z->n_osegs, &args, in->step + 1)) != PLAIT_OK)
