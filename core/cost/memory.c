@@ -112,8 +112,6 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         double big = r->largest_tensor_numel > unit ? r->largest_tensor_numel : unit;
         double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
         if (j->zero == 1 && !accum16) out->buffers += 2 * (P + P / n);
-        else if (slice16) /* each unit's buffer holds its float32 reduced slice too */
-            out->buffers += (U + 2 * P) * (1 + 1 / n);
         else out->buffers += U + 2 * P + (j->zero == 3 ? 2 * b.weight * layer : 0);
         /* the widening piece of the bf16 sums or slices (ZERO_ACC_CHUNK) */
         if (sum16 || slice16) out->buffers += b.grad * 65536;

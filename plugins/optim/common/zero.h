@@ -257,7 +257,7 @@ typedef struct zero {
      * before the last add up in `acc` (bf16, acc_numel: every unit's
      * padded size) instead of being reduced; the last one's float32
      * gradient plus that sum is reduce-scattered once (float32 sums)
-     * into a float32 buffer beside the unit's, and rounded into the
+     * in place in the unit's buffer, and rounded into the
      * slice, bf16 (slice16: gshard16 in place of gshard) but where [optim]
      * offload hands the store float32 slices (zero_grads.c). acc is NULL
      * with one micro-batch a step. */

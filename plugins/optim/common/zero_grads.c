@@ -94,10 +94,11 @@ static plait_status start_rs_zero1(zero *z, int32_t ui) {
  * first (after the previous reduction of the unit has landed). */
 static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
     zero_unit *u = &z->units[ui];
-    /* slice16: the float32 sums land beside the unit, to be rounded into
-     * the slice when they complete; grad_accum16 reduces a unit once a
-     * step, so no running sum is ever read back from bf16 */
-    float *slice = rounds_slice(z, u) ? buf + u->padded : slice32(z, u);
+    /* slice16: the float32 sums land in this rank's part of the unit's
+     * buffer (in place, NCCL's form: recv = send + rank * count), to be
+     * rounded into the slice when they complete; grad_accum16 reduces a
+     * unit once a step, so no running sum is ever read back from bf16 */
+    float *slice = rounds_slice(z, u) ? buf + zero_lo(z, u) : slice32(z, u);
     plait_status st = PLAIT_OK;
     if (z->slice16 && u->rs_issued > 0) {
         zero_buf_put(z, buf);
@@ -125,7 +126,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
 
 plait_status zero_rs_complete(zero *z, const zero_flight *f) {
     const zero_unit *u = &z->units[f->unit];
-    if (rounds_slice(z, u)) bf16_narrow(z->host, z->gshard16 + u->shard_off, f->buf + u->padded, u->shard);
+    if (rounds_slice(z, u)) bf16_narrow(z->host, z->gshard16 + u->shard_off, f->buf + zero_lo(z, u), u->shard);
     if (z->owns_grads) return PLAIT_OK; /* the slice landed in place */
     const float *recv = f->buf + u->padded;
     size_t lo = zero_lo(z, u);
@@ -179,7 +180,7 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
                                       "%s: before_backward of layer %d while its previous backward is still "
                                       "open (after_backward was not called)",
                                       z->name, layer);
-        float *buf = zero_buf_get(z, u->padded + (z->slice16 ? u->shard : 0)); /* start_rs_owned */
+        float *buf = zero_buf_get(z, u->padded);
         if (!buf) return PLAIT_ERR_NO_MEMORY;
         z->host->kernels->zero(buf, u->padded);
         u->gbuf = buf;

@@ -22,8 +22,7 @@ uint64_t zero_buffer_bytes(const zero *z) {
     size_t per_layer = 0, gather_per_layer = 0;
     for (int32_t l = 0; l < z->n_layer_slots; l++) {
         size_t g = 0, q = 0;
-        for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) /* and the reduced slice (slice16) */
-            g += z->units[z->grad_units[k]].padded + (z->slice16 ? z->units[z->grad_units[k]].shard : 0);
+        for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) g += z->units[z->grad_units[k]].padded;
         for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].padded;
         if (g > per_layer) per_layer = g;
         if (q > gather_per_layer) gather_per_layer = q;
@@ -33,7 +32,7 @@ uint64_t zero_buffer_bytes(const zero *z) {
     /* the received slice: over the smaller of the two groups at most */
     size_t n = (size_t)(z->en < z->n ? z->en : z->n);
     if (!z->owns_grads) elems = f * (P + P / n);
-    else elems = per_layer + f * (z->slice16 ? P + P / n : P);
+    else elems = per_layer + f * P;
     if (z->zero_stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
     return (uint64_t)elems * sizeof(float);
 }
