@@ -245,12 +245,7 @@ void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster
                           .mem_limit = a->mem_limit, .global_batch = a->axes.global_batch,
                           .load = plait_cli_layout_load, .load_ctx = a, .device = a->device.cost};
     if (a->base) {
-        plait_cost_offload_of(a->base, &x->offload, &x->offload_buffer, &x->offload_params);
-        x->whole_masters = plait_cost_masters_of(a->base);
-        x->overlap_gather = plait_cost_overlap_gather_of(a->base);
-        x->grad_accum16 = plait_cost_grad_accum16_of(a->base);
-        x->moments16 = plait_cost_moments16_of(a->base);
-        x->tp_overlap = plait_cost_tp_overlap_of(a->base);
+        plait_cost_ctx_from_config(a->base, x);
         double free_bytes = x->offload == 2 ? plait_cli_offload_free(a->base, NULL, 0) : 0;
         x->offload_disk_free = free_bytes > 0 ? free_bytes : 0;
     }

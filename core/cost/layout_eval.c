@@ -106,25 +106,48 @@ static int zero12_bits(const plait_config *cfg, const char *key, int64_t value) 
     return bits;
 }
 
-int plait_cost_overlap_gather_of(const plait_config *cfg) { return zero12_bits(cfg, "overlap_param_gather", 1); }
+static int overlap_gather_of(const plait_config *cfg) { return zero12_bits(cfg, "overlap_param_gather", 1); }
 
-int plait_cost_moments16_of(const plait_config *cfg) {
+static int moments16_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "optim", "moments", &v) == PLAIT_OK && v.i == 1;
 }
 
-int plait_cost_grad_accum16_of(const plait_config *cfg) {
+static int grad_accum16_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
 }
 
-int plait_cost_tp_overlap_of(const plait_config *cfg) {
+static int tp_overlap_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "parallel.tp", "overlap", &v) != PLAIT_OK || v.i != 0; /* the plugin's default */
 }
 
 /* master's choices are auto, sharded, whole (plugins/optim/common/zero_state.c) */
-int plait_cost_masters_of(const plait_config *cfg) { return zero12_bits(cfg, "master", 2); }
+static int masters_of(const plait_config *cfg) { return zero12_bits(cfg, "master", 2); }
+
+void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
+    plait_cost_offload_of(cfg, &x->offload, &x->offload_buffer, &x->offload_params);
+    x->whole_masters = masters_of(cfg);
+    x->overlap_gather = overlap_gather_of(cfg);
+    x->grad_accum16 = grad_accum16_of(cfg);
+    x->moments16 = moments16_of(cfg);
+    x->tp_overlap = tp_overlap_of(cfg);
+}
+
+/* The fields of a job that its context holds. */
+static void job_keys(const plait_cost_ctx *x, plait_cost_job *j) {
+    j->precision = x->precision;
+    j->hierarchical = x->hierarchical;
+    j->offload = x->offload;
+    j->offload_buffer = x->offload_buffer;
+    j->offload_params = x->offload_params;
+    j->whole_masters = x->whole_masters;
+    j->overlap_gather = x->overlap_gather;
+    j->grad_accum16 = x->grad_accum16;
+    j->moments16 = x->moments16;
+    j->tp_overlap = x->tp_overlap;
+}
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
@@ -191,14 +214,10 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .pp = (int)plait_config_int(cfg, "parallel", "pp"),
                         .cp = col.cp,
                         .zero = zero,
-                        .bucket_bytes = bucket,
-                        .precision = precision,
-                        .whole_masters = plait_cost_masters_of(cfg),
-                        .overlap_gather = plait_cost_overlap_gather_of(cfg),
-                        .grad_accum16 = plait_cost_grad_accum16_of(cfg),
-                        .moments16 = plait_cost_moments16_of(cfg),
-                        .tp_overlap = plait_cost_tp_overlap_of(cfg)};
-    plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
+                        .bucket_bytes = bucket};
+    plait_cost_ctx keys = {.precision = precision};
+    plait_cost_ctx_from_config(cfg, &keys);
+    job_keys(&keys, &j);
     /* every world rank: a cp rank's memory is its cp rank 0 peer's */
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
     if (st == PLAIT_OK) st = plait_mesh_shape(cfg, sizes, axes);
@@ -222,19 +241,10 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .ep = l->ep > 1 ? l->ep : 1,
                             .zero = plait_cost_zero_stage(l->optim),
                             .bucket_bytes = bucket_bytes,
-                            .precision = x->precision,
-                            .hierarchical = x->hierarchical,
-                            .offload = x->offload,
-                            .offload_buffer = x->offload_buffer,
-                            .offload_params = x->offload_params,
-                            .whole_masters = x->whole_masters,
-                            .overlap_gather = x->overlap_gather,
-                            .grad_accum16 = x->grad_accum16,
-                            .moments16 = x->moments16,
-                            .tp_overlap = x->tp_overlap,
                             .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
                             .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
                                                                                                                 : 4};
+    job_keys(x, out);
 }
 
 double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, const plait_cost_device *dev) {

@@ -151,14 +151,15 @@ typedef struct plait_cost_ctx {
     int64_t global_batch;
     plait_cost_loader load;
     void *load_ctx;
+    /* the configuration's keys, plait_cost_ctx_from_config */
     int offload;              /* [optim] offload of the config: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer */
     int offload_params;       /* [optim] offload_params */
-    int whole_masters;        /* plait_cost_masters_of */
-    int overlap_gather;       /* plait_cost_overlap_gather_of */
-    int grad_accum16;         /* plait_cost_grad_accum16_of */
-    int moments16;            /* plait_cost_moments16_of */
-    int tp_overlap;           /* plait_cost_tp_overlap_of */
+    int whole_masters;
+    int overlap_gather;
+    int grad_accum16;
+    int moments16;
+    int tp_overlap;
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
@@ -179,21 +180,14 @@ typedef struct plait_cost_result {
 /* [optim] offload (0 none, 1 host, 2 nvme), offload_buffer and
  * offload_params of `cfg`. */
 void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params);
-/* Bit z set where `cfg` has [optim.zeroZ] master = whole (z = 1, 2):
- * plait_cost_job.whole_masters. */
-int plait_cost_masters_of(const plait_config *cfg);
-/* Bit z set where `cfg` has [optim.zeroZ] overlap_param_gather = true (z =
- * 1, 2): plait_cost_job.overlap_gather. */
-int plait_cost_overlap_gather_of(const plait_config *cfg);
-/* 1 where `cfg` has [optim.zero1] grad_accum = bf16:
- * plait_cost_job.grad_accum16. */
-int plait_cost_grad_accum16_of(const plait_config *cfg);
-/* 1 where `cfg` has [optim] moments = bf16: plait_cost_job.moments16. */
-int plait_cost_moments16_of(const plait_config *cfg);
-
-/* [parallel.tp] overlap of `cfg` (true where unset, the tp plugin's
- * default): plait_cost_job.tp_overlap. */
-int plait_cost_tp_overlap_of(const plait_config *cfg);
+/* The fields of x that the configuration decides, read from `cfg` as the
+ * plugins read them: offload, offload_buffer and offload_params; bit z of
+ * whole_masters and overlap_gather where [optim.zeroZ] master = whole and
+ * overlap_param_gather = true (z = 1, 2); grad_accum16 ([optim.zero1]
+ * grad_accum = bf16); moments16 ([optim] moments = bf16); tp_overlap
+ * ([parallel.tp] overlap, true where unset, the tp plugin's default). The
+ * other fields are left as they are. */
+void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x);
 /* [optim.zeroN] master of `cfg` (finalized) on ranks whose model reads
  * the weights' bf16 copy (bf16 1) or float32 weights (bf16 0): `plait
  * train`'s rule and refusal (train/masters.h, the error set naming where

@@ -248,11 +248,8 @@ static int weigh(const run *r, outcome *o) {
                         .hierarchical = 1,
                         .global_batch = r->global_batch,
                         .load = load,
-                        .load_ctx = &lc,
-                        .overlap_gather = plait_cost_overlap_gather_of(cfg),
-                        .grad_accum16 = plait_cost_grad_accum16_of(cfg),
-                        .moments16 = plait_cost_moments16_of(cfg),
-                        .tp_overlap = plait_cost_tp_overlap_of(cfg)};
+                        .load_ctx = &lc};
+    plait_cost_ctx_from_config(cfg, &x); /* as plait plan reads the optimizer's and tp's keys */
     /* the device a GPU cluster's ranks run, as `plait plan --cluster` counts
      * them: its bf16 path decides the activations' type and the weights' bf16
      * copy, so the table's figures are those --explain gives */
