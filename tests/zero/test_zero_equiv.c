@@ -166,8 +166,7 @@ static void test_zero3_hook_orders(void **state) {
     zh_run_free(&ref);
 }
 
-/* Units smaller than a layer (several per layer), one collective in flight;
- * ZeRO-1's deferred reduction (pp > 1). */
+/* Units smaller than a layer (several per layer), one collective in flight. */
 static void test_small_units(void **state) {
     (void)state;
     zh_run ref;
@@ -183,12 +182,6 @@ static void test_small_units(void **state) {
         assert_same_run(&z, &ref, 1);
         zh_run_free(&z);
     }
-    /* ZeRO-1 under pipeline parallelism reduces everything in finish_grads. */
-    zh_run z = {.plugin = "zero1", .model = &uneven, .n = 4, .m = 1, .det = 1, .steps = 3,
-                .extra_ini = "[parallel]\npp = 2\n", .expect = ref.traj};
-    run_or_fail(&z);
-    assert_same_run(&z, &ref, 1);
-    zh_run_free(&z);
     zh_run_free(&ref);
 }
 
