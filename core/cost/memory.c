@@ -60,10 +60,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
                  b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
     /* [optim.zero1] grad_accum = bf16: slices as ZeRO-2's, bf16 but where
      * the offload store reads float32 ones (slice16), and over more than
-     * one micro-batch a bf16 running sum of every gradient */
+     * one micro-batch a bf16 running sum of every gradient, whose buffer
+     * then holds the bf16 slices (plugins/optim/common/zero.h) */
     int accum16 = j->zero == 1 && j->grad_accum16, sum16 = accum16 && r->micro_batches > 1;
     int slice16 = accum16 && !j->offload;
-    out->grad = (slice16 ? 2 : b.grad) * (j->zero >= 2 || accum16 ? shard : psi) + (sum16 ? 2 * psi : 0);
+    out->grad = (slice16 && sum16 ? 0 : (slice16 ? 2 : b.grad) * (j->zero >= 2 || accum16 ? shard : psi)) +
+                (sum16 ? 2 * psi : 0);
     out->state = (j->moments16 ? b.optim / 2 : b.optim) * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;

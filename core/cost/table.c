@@ -159,12 +159,18 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
         snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
     fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s%s)\n", m->param / GiB, b.weight,
             z >= 3 ? ", / dp by ZeRO-3" : "", copy, masters_note(l, x, ms, z));
-    if (z == 1 && x->grad_accum16) /* plait_cost_memory's rule */
+    if (z == 1 && x->grad_accum16 && stages[0].micro_batches > 1) /* plait_cost_memory's rule */
         fprintf(out,
-                "  gradients   %10.2f GiB  (%s / dp: the slices the optimizer reads; + 2 bytes a "
-                "parameter, bf16: the running sum over the micro-batches ([optim.zero1] grad_accum = bf16)%s)\n",
-                m->grad / GiB, x->offload ? "4 bytes, float32 (the offload store's)," : "2 bytes, bf16,",
-                stages[0].micro_batches > 1 ? "" : ", none at one micro-batch");
+                "  gradients   %10.2f GiB  (2 bytes a parameter, bf16: the running sum over the micro-batches "
+                "([optim.zero1] grad_accum = bf16), %s)\n",
+                m->grad / GiB,
+                x->offload ? "+ 4 bytes / dp, float32: the slices the offload store reads"
+                           : "whose buffer holds the bf16 slices the optimizer reads");
+    else if (z == 1 && x->grad_accum16)
+        fprintf(out,
+                "  gradients   %10.2f GiB  (%s / dp: the slices the optimizer reads ([optim.zero1] grad_accum = "
+                "bf16); one micro-batch a step, no running sum)\n",
+                m->grad / GiB, x->offload ? "4 bytes, float32 (the offload store's)," : "2 bytes, bf16,");
     else
         fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
                 z >= 2 ? ", / dp by ZeRO-2" : "");

@@ -296,9 +296,10 @@ static void test_grad_accum_bf16(void **state) {
                             .expect = z.traj}; /* deterministic: the same bits again */
             run_or_fail(&again);
             zh_run_free(&again);
-            /* the bf16 slices alone: no running sums at one micro-batch */
+            /* the bf16 slices alone, each rounded up to 8 elements: no
+             * running sums at one micro-batch */
             uint64_t S = z.mem0[0].state_bytes / 8;
-            assert_int_equal(z.mem0[0].grad_bytes, 2 * S);
+            assert_true(z.mem0[0].grad_bytes >= 2 * S && z.mem0[0].grad_bytes <= 2 * S + S / 8);
         } else {
             /* deterministic with 2 micro-batches: refused, naming the keys */
             assert_int_not_equal(zh_run_exec(&z), 0);
@@ -315,11 +316,12 @@ static void test_grad_accum_bf16(void **state) {
         .plugin = "zero1", .model = &uneven, .n = 2, .m = 4, .steps = STEPS, .grad_clip = 0.5, .extra_ini = ini};
     run_or_fail(&z);
     assert_true(mean_drift(&z, &dp, 1e-3) > 0); /* the running sums were rounded */
-    /* the bf16 slices and, 2 bytes each, the running sums of every
-     * gradient (the tied copy's too, and the units' padding) */
+    /* 2 bytes each, the running sums of every gradient (the units'
+     * padding too), whose buffer holds the bf16 slices: less than sums
+     * and slices side by side would take */
     uint64_t S = z.mem0[0].state_bytes / 8, psi = zh_model_psi(&uneven);
-    assert_true(z.mem0[0].grad_bytes >= 2 * S + 2 * psi);
-    assert_true(z.mem0[0].grad_bytes <= 2 * S + 4 * psi);
+    assert_true(z.mem0[0].grad_bytes >= 2 * psi);
+    assert_true(z.mem0[0].grad_bytes < 2 * S + 2 * psi);
     zh_run_free(&z);
     zh_run_free(&dp);
 }

@@ -69,7 +69,9 @@
  * micro-batch plus the widened sum of those before (Megatron-Core's bf16
  * gradient buffer, with float32 sums on the wire's far side), rounded once
  * into a bf16 slice (slice16; float32 under offload, whose store reads
- * float32) that the step widens a piece at a time. A tied pair on one
+ * float32) that the step widens a piece at a time: this rank's part of
+ * the unit's running sum, which the last micro-batch has read
+ * (zero_slice16). A tied pair on one
  * rank adds its float32 slices first and rounds the sum, as a pair over
  * pipeline stages is summed whole in float32 and rounded in take_whole:
  * every layout rounds the same values.
@@ -200,6 +202,7 @@ typedef struct zero_unit {
     /* slice16: an original whose tied copy is on this rank keeps a float32
      * slice (tied_gshard at tied_off, -1: none) until the copy's joins it */
     int64_t tied_off;
+    size_t s16_off;        /* slice16 without acc's room (zero_slice16): its slice in gshard16 */
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
     /* ZeRO-3 parameters */
@@ -312,7 +315,8 @@ typedef struct zero {
     size_t n_osegs;
     float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
-    plait_bf16 *gshard16;         /* slice16: the slices [S] in bf16 instead (copy_gshard stays) */
+    plait_bf16 *gshard16;         /* slice16: the bf16 slices acc has no room for (zero_slice16) */
+    size_t s16_numel;
     float *tied_gshard;           /* slice16: the float32 slices of originals with a local copy */
     size_t tied_numel;
     float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16 or keeping masters:
@@ -368,6 +372,17 @@ static inline int zero_n(const zero *z, const zero_unit *u) { return u->expert ?
 static inline int zero_rank(const zero *z, const zero_unit *u) { return u->expert ? z->erank : z->rank; }
 /* This rank's slice of unit u: [lo, lo + shard). */
 static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)zero_rank(z, u) * u->shard; }
+
+/* slice16: unit u's bf16 slice. With more than one micro-batch a step it
+ * is this rank's part of the unit's running sum in acc, which holds
+ * nothing once the last micro-batch has widened it and is filled again
+ * only after the step (the reduce-scatter lands in the bf16 buffer, as
+ * Megatron-Core's and Apex's do); else, and for a whole unit (no sum), in
+ * gshard16. */
+static inline plait_bf16 *zero_slice16(const zero *z, const zero_unit *u) {
+    if (z->acc && !u->whole) return z->acc + u->acc_off + zero_lo(z, u);
+    return z->gshard16 + u->s16_off;
+}
 
 /* ---- zero_pool.c ------------------------------------------------------- */
 /* Bytes of working buffers the partition declares: ZeRO-1 max_inflight

@@ -56,7 +56,7 @@ static void clear_slice(zero *z, const zero_unit *u) {
     }
     z->host->kernels->zero(z->acc_tmp, ZERO_ACC_CHUNK);
     for (size_t at = 0; at < u->shard; at += ZERO_ACC_CHUNK)
-        bf16_narrow(z->host, z->gshard16 + u->shard_off + at, z->acc_tmp,
+        bf16_narrow(z->host, zero_slice16(z, u) + at, z->acc_tmp,
                     u->shard - at < ZERO_ACC_CHUNK ? u->shard - at : ZERO_ACC_CHUNK);
 }
 
@@ -126,7 +126,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
 
 plait_status zero_rs_complete(zero *z, const zero_flight *f) {
     const zero_unit *u = &z->units[f->unit];
-    if (rounds_slice(z, u)) bf16_narrow(z->host, z->gshard16 + u->shard_off, f->buf + zero_lo(z, u), u->shard);
+    if (rounds_slice(z, u)) bf16_narrow(z->host, zero_slice16(z, u), f->buf + zero_lo(z, u), u->shard);
     if (z->owns_grads) return PLAIT_OK; /* the slice landed in place */
     const float *recv = f->buf + u->padded;
     size_t lo = zero_lo(z, u);
@@ -278,7 +278,7 @@ static void add_tied(zero *z) {
         } else {
             k->axpy(slice32(z, o), z->copy_gshard + c->shard_off, c->shard, 1.0f);
             /* slice16: the float32 sum rounded once into the bf16 slice */
-            if (z->slice16) bf16_narrow(z->host, z->gshard16 + o->shard_off, slice32(z, o), o->shard);
+            if (z->slice16) bf16_narrow(z->host, zero_slice16(z, o), slice32(z, o), o->shard);
         }
     }
 }
@@ -288,7 +288,7 @@ static void add_tied(zero *z) {
  * the next step at zero. */
 static void take_whole(zero *z, const zero_unit *u) {
     float *whole = whole_grad(z, u);
-    if (z->slice16) bf16_narrow(z->host, z->gshard16 + u->shard_off, whole + zero_lo(z, u), u->shard);
+    if (z->slice16) bf16_narrow(z->host, zero_slice16(z, u), whole + zero_lo(z, u), u->shard);
     else z->host->kernels->copy(grad_slice(z, u), whole + zero_lo(z, u), u->shard);
     z->host->kernels->zero(whole, u->padded);
 }

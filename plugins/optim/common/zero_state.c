@@ -110,11 +110,15 @@ static plait_status alloc_accumulator(zero *z) {
             o->tied_off = (int64_t)z->tied_numel;
             z->tied_numel += o->shard;
         }
-    for (int32_t ui = 0; sums && ui < z->n_units; ui++) {
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
-        if (u->whole) continue;
-        u->acc_off = z->acc_numel;
-        z->acc_numel += zero_acc_span(u);
+        if (sums && !u->whole) {
+            u->acc_off = z->acc_numel;
+            z->acc_numel += zero_acc_span(u);
+        } else if (z->slice16 && !u->copy) { /* zero_slice16 */
+            u->s16_off = z->s16_numel;
+            z->s16_numel += (u->shard + 7) & ~(size_t)7;
+        }
     }
     if (!sums) return PLAIT_OK;
     z->acc = z->host->alloc((z->acc_numel ? z->acc_numel : 1) * sizeof(plait_bf16), plait_tensor_kind(z->host), 64,
@@ -408,7 +412,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         return PLAIT_ERR_NO_MEMORY;
     }
     if (z->slice16) { /* bf16 zeros: float32 zeros over the same bytes, the odd one rounded up */
-        if (!z->gshard16 && !(z->gshard16 = (plait_bf16 *)alloc_zeroed(z, (S + 1) / 2, "bf16 gradient shards")))
+        if (!z->gshard16 &&
+            !(z->gshard16 = (plait_bf16 *)alloc_zeroed(z, (z->s16_numel + 1) / 2, "bf16 gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
         if (!z->tied_gshard && !(z->tied_gshard = alloc_zeroed(z, z->tied_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
@@ -702,12 +707,14 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
     m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi - z->kept_numel + (z->pshard ? S : 0));
-    /* the float32 slices the optimizer reads, and under grad_accum = bf16
-     * the running sums of every parameter, 2 bytes each */
+    /* the slices the optimizer reads, and under grad_accum = bf16 the
+     * running sums of every parameter, 2 bytes each, which hold the bf16
+     * slices too (zero_slice16) */
     uint64_t copy_acc = 0; /* the tied copies' running sums, working buffers as their slices are */
     for (int32_t ui = 0; z->acc && ui < z->n_units; ui++)
         if (z->units[ui].copy) copy_acc += zero_acc_span(&z->units[ui]);
-    m.grad_bytes = (z->slice16 ? 2 : 4) * (z->owns_grads ? S : psi) + 2 * ((uint64_t)z->acc_numel - copy_acc);
+    m.grad_bytes = (z->slice16 ? 2 * (uint64_t)z->s16_numel : 4 * (z->owns_grads ? S : psi)) +
+                   2 * ((uint64_t)z->acc_numel - copy_acc);
     m.state_bytes = z->store ? 0 : (z->moments16 ? 4 : 8) * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
     m.buffer_bytes = pool > declared ? pool : declared;

@@ -22,7 +22,7 @@ static size_t piece_of(const zero *z, const zero_seg *g) { return z->slice16 ? Z
  * into acc_tmp from the bf16 slice (valid until the next call). */
 static const float *grad_piece(zero *z, const zero_unit *u, const zero_seg *g, size_t off, size_t n) {
     if (!z->slice16) return grad_ptr(z, u, g) + off;
-    bf16_widen(z->host, z->acc_tmp, z->gshard16 + u->shard_off + (g->unit_off - zero_lo(z, u)) + off, n);
+    bf16_widen(z->host, z->acc_tmp, zero_slice16(z, u) + (g->unit_off - zero_lo(z, u)) + off, n);
     return z->acc_tmp;
 }
 
