@@ -440,6 +440,15 @@ plait_status zero_gather_finish(zero *z);
  * (the request is done). */
 plait_status zero_ag_complete(zero *z, const zero_flight *f);
 
+/* ---- zero_export.c ----------------------------------------------------- */
+/* plait_optim_ops.export_tensor, export_shard and shard_source (state:
+ * the zero). */
+plait_status zero_export(void *state, int32_t param_index, const char *which, float *dst);
+plait_status zero_export_shard(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                               float *dst);
+plait_status zero_shard_source(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                               const float **src);
+
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
