@@ -224,8 +224,8 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
 }
 
 /* Can `costs` be cut into k contiguous non-empty chunks of at most `cap`?
- * Filled front first (earlier chunks fuller, as the pp plugin breaks ties),
- * leaving a layer for each chunk still to come. Writes the bounds. */
+ * Filled front first, leaving a layer for each chunk still to come.
+ * Writes the bounds. */
 static int packs(const double *costs, int n, int k, double cap, int32_t *bounds) {
     int i = 0;
     for (int c = 0; c < k; c++) {
@@ -238,9 +238,44 @@ static int packs(const double *costs, int n, int k, double cap, int32_t *bounds)
     return i == n;
 }
 
+/* Among the cuts of `costs` into k chunks of at most `cap`, the most even
+ * (the least sum of squared chunk costs), a tie taking the earlier cut, as
+ * the pp plugin chooses (plugins/parallel/pp/partition.h: the early stages,
+ * which keep the most micro-batches in flight, the lighter). Writes the
+ * bounds; 0 where no cut fits or memory runs out. */
+static int most_even(const double *costs, int n, int k, double cap, int32_t *bounds) {
+    size_t cols = (size_t)n + 1;
+    double *S = malloc(cols * sizeof *S), *sq = malloc(((size_t)k + 1) * cols * sizeof *sq);
+    int32_t *cut = malloc(((size_t)k + 1) * cols * sizeof *cut);
+    int ok = S && sq && cut;
+    if (ok) S[0] = 0;
+    for (int i = 0; ok && i < n; i++) S[i + 1] = S[i] + costs[i];
+    cap += cap * 1e-12;
+    for (int c = 1; ok && c <= k; c++)
+        for (int i = c; i <= n - (k - c); i++) {
+            double best = INFINITY;
+            int32_t at = -1;
+            for (int j = i - 1; j >= c - 1 && S[i] - S[j] <= cap; j--) {
+                double x = S[i] - S[j], v = (c == 1 ? (j == 0 ? 0 : INFINITY) : sq[(size_t)(c - 1) * cols + j]) + x * x;
+                if (v <= best + best * 1e-12) best = fmin(best, v), at = j;
+            }
+            sq[(size_t)c * cols + i] = best;
+            cut[(size_t)c * cols + i] = at;
+        }
+    ok = ok && isfinite(sq[(size_t)k * cols + n]);
+    if (ok) {
+        bounds[k] = n;
+        for (int c = k, i = n; c >= 1; c--) bounds[c - 1] = i = cut[(size_t)c * cols + i];
+    }
+    free(S);
+    free(sq);
+    free(cut);
+    return ok;
+}
+
 /* The partition of the layers into k chunks minimising the costliest
  * chunk (by each layer's forward FLOPs, the pp plugin's cost), found by
- * bisection on that cost; cached per k. */
+ * bisection on that cost, and the most even of those; cached per k. */
 static const int32_t *partition(plait_cost_model *m, int k) {
     if (k < 1 || k > m->n_layers) return NULL;
     if (m->bounds[k]) return m->bounds[k];
@@ -264,14 +299,17 @@ static const int32_t *partition(plait_cost_model *m, int k) {
         lo = 1;
         hi = n;
     }
+    double cap = lo;
     if (!packs(costs, n, k, lo, b)) {
         for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);
             if (packs(costs, n, k, mid, b)) hi = mid;
             else lo = mid;
         }
-        packs(costs, n, k, hi, b);
+        cap = hi;
+        packs(costs, n, k, cap, b);
     }
+    if (!most_even(costs, n, k, cap, b)) packs(costs, n, k, cap, b);
     free(costs);
     m->bounds[k] = b;
     return b;

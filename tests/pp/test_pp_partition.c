@@ -65,11 +65,12 @@ static void test_balanced_equal_layers(void **state) {
     assert_int_equal(b[1], 4);
     assert_int_equal(pp_partition_balanced(costs, 8, 4, b, NULL, 0), PLAIT_OK);
     for (int c = 0; c <= 4; c++) assert_int_equal(b[c], 2 * c);
-    /* 8 into 3: 3,3,2 in some order — max 3; the tie-break cuts later. */
+    /* 8 into 3: 3,3,2 in some order — max 3; the tie-break cuts earlier:
+     * 2,3,3, the first chunk the lightest. */
     assert_int_equal(pp_partition_balanced(costs, 8, 3, b, NULL, 0), PLAIT_OK);
     assert_float_equal(pp_partition_max_cost(costs, 3, b), 3.0, 0);
-    assert_int_equal(b[1], 3);
-    assert_int_equal(b[2], 6);
+    assert_int_equal(b[1], 2);
+    assert_int_equal(b[2], 5);
     /* All zero: counted as 1 each. */
     double zeros[6] = {0};
     assert_int_equal(pp_partition_balanced(zeros, 6, 3, b, NULL, 0), PLAIT_OK);
@@ -95,6 +96,20 @@ static void test_balanced_gpt_shape(void **state) {
     brute_force(costs, 10, 4, &mx, &sq);
     assert_float_equal(pp_partition_max_cost(costs, 4, b), mx, 1e-12);
     assert_int_equal(b[3], 9); /* the head alone on the last stage */
+}
+
+/* A chunk of two blocks where the blocks do not divide evenly: the most
+ * even partitions differ only in where it sits, and it sits last among
+ * the blocks, away from the first stage, which keeps the most
+ * micro-batches in flight (as Llama 3's run took a block off its first
+ * stage). */
+static void test_balanced_early_chunks_lighter(void **state) {
+    (void)state;
+    double costs[6] = {0.01, 1, 1, 1, 1, 1.4}; /* embedding, h.0-h.3, head */
+    int32_t b[5];
+    assert_int_equal(pp_partition_balanced(costs, 6, 4, b, NULL, 0), PLAIT_OK);
+    static const int32_t want[5] = {0, 2, 3, 5, 6}; /* embedding + h.0 | h.1 | h.2 h.3 | head */
+    for (int c = 0; c <= 4; c++) assert_int_equal(b[c], want[c]);
 }
 
 /* Random costs against brute force: optimal maximum, and the most even
@@ -219,6 +234,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_balanced_equal_layers),
         cmocka_unit_test(test_balanced_gpt_shape),
+        cmocka_unit_test(test_balanced_early_chunks_lighter),
         cmocka_unit_test(test_balanced_vs_brute_force),
         cmocka_unit_test(test_balanced_errors),
         cmocka_unit_test(test_assign_and_format),

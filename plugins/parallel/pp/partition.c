@@ -91,7 +91,9 @@ plait_status pp_partition_balanced(const double *costs, int32_t n, int32_t k, in
                 double x = S[i] - S[j];
                 if (x > limit) break; /* earlier cuts only make the chunk dearer */
                 double v = AT(sq, c - 1, j) + x * x;
-                if (v < bv) bv = v, bj = j;
+                /* a tie (to rounding) takes the earlier cut: chunk c the
+                 * longer, the earlier chunks the lighter */
+                if (v <= bv + bv * 1e-12) bv = fmin(bv, v), bj = j;
             }
             AT(sq, c, i) = bv;
             AT(cut, c, i) = bj;

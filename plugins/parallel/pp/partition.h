@@ -24,8 +24,10 @@
 /* Balanced partition of `n` layers with costs[0..n) into k chunks:
  * minimises the largest chunk cost exactly; among partitions reaching that
  * minimum it picks the one with the smallest sum of squared chunk costs
- * (the most even), ties broken towards cutting later (earlier chunks
- * fuller). Costs must be finite and >= 0; if they are all 0 every layer
+ * (the most even), ties broken towards cutting earlier (earlier chunks
+ * lighter: the first stages keep the most micro-batches in flight under
+ * 1F1B and the interleaved schedules, so a block too many costs them the
+ * most memory). Costs must be finite and >= 0; if they are all 0 every layer
  * counts 1. Writes k+1 bounds. Errors: PLAIT_ERR_INVALID_ARG (n < k, k < 1,
  * n too large, a negative or non-finite cost), PLAIT_ERR_NO_MEMORY.
  * Uses O(n*k) temporary memory (malloc). */
