@@ -246,15 +246,17 @@ static const char *pc_emu_mma_bf16_op(void *const lanes[32]) {
         }
         for (int i = 0; i < 4; i++) C[g + 8 * (i / 2)][2 * t + i % 2] = L[l]->c[i];
     }
-    for (int l = 0; l < 32; l++) {
-        const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; i++) {
-            const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
-            float acc = C[row][col];
-            for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
-            L[l]->d[i] = acc;
-        }
+    /* a row's 8 sums side by side (the compiler's vectors), each in k order */
+    float D[16][8];
+    for (int row = 0; row < 16; row++) {
+        float acc[8];
+        for (int col = 0; col < 8; col++) acc[col] = C[row][col];
+        for (int k = 0; k < 16; k++)
+            for (int col = 0; col < 8; col++) acc[col] += A[row][k] * B[k][col];
+        for (int col = 0; col < 8; col++) D[row][col] = acc[col];
     }
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) L[l]->d[i] = D[l / 4 + 8 * (i / 2)][2 * (l % 4) + i % 2];
     return NULL;
 }
 
