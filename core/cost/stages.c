@@ -250,13 +250,15 @@ static int most_even(const double *costs, int n, int k, double cap, int32_t *bou
     int ok = S && sq && cut;
     if (ok) S[0] = 0;
     for (int i = 0; ok && i < n; i++) S[i + 1] = S[i] + costs[i];
+    /* no chunk yet: only the empty prefix */
+    for (int i = 0; ok && i <= n; i++) sq[i] = i ? INFINITY : 0;
     cap += cap * 1e-12;
     for (int c = 1; ok && c <= k; c++)
         for (int i = c; i <= n - (k - c); i++) {
             double best = INFINITY;
             int32_t at = -1;
             for (int j = i - 1; j >= c - 1 && S[i] - S[j] <= cap; j--) {
-                double x = S[i] - S[j], v = (c == 1 ? (j == 0 ? 0 : INFINITY) : sq[(size_t)(c - 1) * cols + j]) + x * x;
+                double x = S[i] - S[j], v = sq[(size_t)(c - 1) * cols + j] + x * x;
                 if (v <= best + best * 1e-12) best = fmin(best, v), at = j;
             }
             sq[(size_t)c * cols + i] = best;
@@ -307,7 +309,6 @@ static const int32_t *partition(plait_cost_model *m, int k) {
             else lo = mid;
         }
         cap = hi;
-        packs(costs, n, k, cap, b);
     }
     if (!most_even(costs, n, k, cap, b)) packs(costs, n, k, cap, b);
     free(costs);
