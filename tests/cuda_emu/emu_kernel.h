@@ -67,16 +67,12 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int la
 
 static inline unsigned pc_emu_lane_id(void) { return pc_emu_builtin(0)[0] % 32u; }
 
-static inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    pc_emu_lane all[32];
-    pc_emu_warp_gather(mask, "", 0, all);
-}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)pc_emu_warp_gather(mask, "", 0); }
 
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-    pc_emu_lane all[32];
     unsigned char p = pred != 0;
     unsigned out = 0;
-    pc_emu_warp_gather(mask, &p, 1, all);
+    const pc_emu_lane *all = pc_emu_warp_gather(mask, &p, 1);
     for (unsigned l = 0; l < 32; l++) out |= (mask >> l & 1u) && all[l].value[0] ? 1u << l : 0u;
     return out;
 }
@@ -84,9 +80,8 @@ static inline unsigned __ballot_sync(unsigned mask, int pred) {
 /* the lanes of `mask` whose value equals the caller's */
 template <typename T> static inline unsigned __match_any_sync(unsigned mask, T v) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_any_sync takes 32- or 64-bit values");
-    pc_emu_lane all[32];
     unsigned out = 0;
-    pc_emu_warp_gather(mask, &v, sizeof v, all);
+    const pc_emu_lane *all = pc_emu_warp_gather(mask, &v, sizeof v);
     for (unsigned l = 0; l < 32; l++) out |= (mask >> l & 1u) && memcmp(all[l].value, &v, sizeof v) == 0 ? 1u << l : 0u;
     return out;
 }
@@ -94,8 +89,7 @@ template <typename T> static inline unsigned __match_any_sync(unsigned mask, T v
 /* each lane's 32-bit value, 0 for the lanes outside `mask` (each lane of
  * which gives the same mask) */
 static inline void pc_emu_gather_u32(unsigned mask, unsigned v, unsigned value[32]) {
-    pc_emu_lane all[32];
-    pc_emu_warp_gather(mask, &v, sizeof v, all);
+    const pc_emu_lane *all = pc_emu_warp_gather(mask, &v, sizeof v);
     for (unsigned l = 0; l < 32; l++) {
         value[l] = 0;
         if (mask >> l & 1u) memcpy(&value[l], all[l].value, sizeof value[l]);

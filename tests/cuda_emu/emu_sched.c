@@ -59,11 +59,11 @@ typedef struct fiber {
     unsigned tid;
     int state;
     /* a pending shuffle: this lane's value, the lane it reads, the result;
-     * or a gather (src GATHER): every lane's value and mask into `all` */
+     * or a gather (src GATHER): every lane's value and mask into the
+     * scheduler's table */
     unsigned char mine[8], out[8];
     size_t bytes;
     unsigned src, mask;
-    pc_emu_lane *all;
     /* or a warp-wide instruction (src WARP_OP): its operation and this
      * lane's operands */
     pc_emu_warp_fn op;
@@ -99,6 +99,13 @@ typedef struct sched {
     unsigned char *dynamic; /* PC_EMU_SHARED_OPTIN bytes (rounded to pages), a guard page after */
     size_t dynamic_bytes;   /* this launch's */
     fiber direct_fiber;
+    /* the warp pass under way (run_block): its first thread, its lanes,
+     * the lanes' order and the next place in it; and the threads of the
+     * block not finished */
+    unsigned pass_w0, pass_lanes, pass_j, lane_order[WARP], live;
+    /* the last gather's values and masks: the released warp's lanes read
+     * it as they resume, before any of them can reach another collective */
+    pc_emu_lane table[WARP];
     struct {
         const char *site;
         int mode;
@@ -153,14 +160,43 @@ static void *initial_sp(unsigned i, fiber *f) {
     return sp;
 }
 
+/* The next lane of the warp pass that can run, or NULL at the pass's end. */
+static fiber *next_lane(void) {
+    while (S->pass_j < WARP) {
+        unsigned l = S->lane_order[S->pass_j++];
+        if (l >= S->pass_lanes) continue;
+        fiber *f = &S->fibers[S->pass_w0 + l];
+        if (f->state == RUNNABLE) return f;
+    }
+    return NULL;
+}
+
+/* The running lane f stops (at a barrier, a warp collective, or finished):
+ * it hands the core to the pass's next runnable lane itself, or, at the
+ * pass's end or after a failure, to the scheduler. One switch a lane
+ * where a return to the scheduler and a switch out of it took two: the
+ * switch (a mispredicted return each) is the emulator's largest cost in
+ * kernels that shuffle. */
+static void leave(fiber *f) {
+    if (f->state == FINISHED) S->live--;
+    fiber *next = S->failed ? NULL : next_lane();
+    if (!next) {
+        pc_emu_switch(&f->sp, S->main_sp);
+        return;
+    }
+    S->cur = next;
+    S->here[0][0] = next->tid;
+    pc_emu_switch(&f->sp, next->sp);
+}
+
 void pc_emu_fiber_main(fiber *f) {
     S->body(S->ctx);
     f->state = FINISHED;
-    pc_emu_switch(&f->sp, S->main_sp);
+    leave(f);
     abort(); /* a finished fiber is never resumed */
 }
 
-static void yield(void) { pc_emu_switch(&S->cur->sp, S->main_sp); }
+static void yield(void) { leave(S->cur); }
 
 /* ---- per-OS-thread state ---------------------------------------------------- */
 
@@ -249,8 +285,7 @@ void pc_emu_syncthreads(void) {
 
 /* A lane reaches a warp collective: publishes `bytes` of `mine` and waits
  * for the warp (release_warp); `bad` (a message) ends the launch instead. */
-static void at_warp_collective(const char *bad, unsigned mask, const void *mine, size_t bytes, unsigned src,
-                               pc_emu_lane *all) {
+static void at_warp_collective(const char *bad, unsigned mask, const void *mine, size_t bytes, unsigned src) {
     fiber *f = current("a warp collective");
     S->waited = 1;
     if (S->direct) barrier_in_direct_launch(f, "a warp collective");
@@ -259,7 +294,6 @@ static void at_warp_collective(const char *bad, unsigned mask, const void *mine,
     f->bytes = bytes;
     f->src = src;
     f->mask = mask;
-    f->all = all;
     f->state = AT_SHUFFLE;
     yield();
 }
@@ -268,23 +302,24 @@ void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, un
     at_warp_collective(mask != 0xffffffffu || bytes > 8 ? "a shuffle with a partial mask or of over 8 bytes (the "
                                                           "emulator models full-warp shuffles of up to 8 bytes)"
                                                         : NULL,
-                       mask, mine, bytes, src_lane, NULL);
+                       mask, mine, bytes, src_lane);
     memcpy(out, S->cur->out, bytes);
 }
 
-void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]) {
+const pc_emu_lane *pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes) {
     int in_mask = mask >> (pc_emu_builtin(0)[0] % WARP) & 1u;
     at_warp_collective(bytes > 8 || !in_mask ? "a warp collective of over 8 bytes, or whose mask leaves out the "
                                                "calling lane"
                                              : NULL,
-                       mask, mine, bytes, GATHER, all);
+                       mask, mine, bytes, GATHER);
+    return S->table;
 }
 
 void pc_emu_warp_op(void *mine, pc_emu_warp_fn op) {
     fiber *f = current("a warp-wide instruction");
     f->op = op;
     f->op_mine = mine;
-    at_warp_collective(NULL, 0xffffffffu, NULL, 0, WARP_OP, NULL);
+    at_warp_collective(NULL, 0xffffffffu, NULL, 0, WARP_OP);
 }
 
 /* The warp-wide instruction all 32 lanes from w0 wait at: run it once.
@@ -479,10 +514,9 @@ static int release_warp(unsigned w0, unsigned lanes) {
     }
     if (ops) return release_warp_op(w0);
     if (gathers) {
-        /* every lane's value and mask, once; then the whole table to each
-         * lane (a copy per lane, not per pair of lanes: gathers are the
-         * emulator's most frequent warp collective) */
-        pc_emu_lane table[WARP];
+        /* every lane's value and mask, once, into the scheduler's table,
+         * which each lane reads as it resumes (pc_emu_warp_gather) */
+        pc_emu_lane *table = S->table;
         int one_mask = 1;
         for (unsigned k = 0; k < WARP; k++) {
             const fiber *o = &S->fibers[w0 + k];
@@ -496,17 +530,16 @@ static int release_warp(unsigned w0, unsigned lanes) {
             table[k].mask = o->mask;
             one_mask &= o->mask == table[0].mask;
         }
-        for (unsigned l = 0; l < WARP; l++) {
-            fiber *f = &S->fibers[w0 + l];
-            /* the lanes of a mask agree on it (CUDA's rule for *_sync);
-             * they do where every lane gives the same one */
-            for (unsigned m = one_mask ? 0 : f->mask, k; m; m &= m - 1)
+        /* the lanes of a mask agree on it (CUDA's rule for *_sync); they
+         * do where every lane gives the same one */
+        for (unsigned l = 0; !one_mask && l < WARP; l++) {
+            const fiber *f = &S->fibers[w0 + l];
+            for (unsigned m = f->mask, k; m; m &= m - 1)
                 if (table[k = (unsigned)__builtin_ctz(m)].mask != f->mask) {
                     fail(f->tid, "a warp collective with mask 0x%08x while lane %u of it gives 0x%08x", f->mask, k,
                          table[k].mask);
                     return -1;
                 }
-            memcpy(f->all, table, sizeof table);
         }
     }
     for (unsigned l = 0; !gathers && l < WARP; l++) {
@@ -516,7 +549,7 @@ static int release_warp(unsigned w0, unsigned lanes) {
             fail(f->tid, "a shuffle reading lane %u (%zu bytes against %zu)", f->src, from->bytes, f->bytes);
             return -1;
         }
-        memcpy(f->out, from->mine, f->bytes);
+        memcpy(f->out, from->mine, sizeof f->out); /* the lane reads its f->bytes of them */
     }
     for (unsigned l = 0; l < WARP; l++) S->fibers[w0 + l].state = RUNNABLE;
     return 1;
@@ -607,30 +640,32 @@ static int run_block(unsigned n) {
         no_copies(f);
         f->sp = initial_sp(t, f);
     }
-    unsigned nw = (n + WARP - 1) / WARP, lane_order[WARP];
+    unsigned nw = (n + WARP - 1) / WARP;
     make_order(S->order, nw);
-    make_order(lane_order, WARP);
-    unsigned live = n;
-    while (live) {
+    make_order(S->lane_order, WARP);
+    S->live = n;
+    while (S->live) {
         for (unsigned k = 0; k < nw; k++) {
             unsigned w0 = S->order[k] * WARP, lanes = n - w0 < WARP ? n - w0 : WARP;
             int r;
             do {
-                for (unsigned j = 0; j < WARP; j++) {
-                    if (lane_order[j] >= lanes) continue;
-                    fiber *f = &S->fibers[w0 + lane_order[j]];
-                    if (f->state != RUNNABLE) continue;
+                /* a pass: the first runnable lane, which hands on to the
+                 * next (leave); the last returns here */
+                S->pass_w0 = w0;
+                S->pass_lanes = lanes;
+                S->pass_j = 0;
+                fiber *f = next_lane();
+                if (f) {
                     S->cur = f;
                     S->here[0][0] = f->tid;
                     pc_emu_switch(&S->main_sp, f->sp);
                     S->cur = NULL;
                     if (S->failed) return -1;
-                    if (f->state == FINISHED) live--;
                 }
             } while ((r = release_warp(w0, lanes)) == 1);
             if (r < 0) return -1;
         }
-        if (live && release_block(n) < 0) return -1;
+        if (S->live && release_block(n) < 0) return -1;
     }
     return 0;
 }

@@ -77,10 +77,13 @@ typedef struct pc_emu_lane {
  * __reduce_add_sync, __syncwarp). Publishes `bytes` (at most 8) of `mine`
  * with `mask` (the lanes it involves, the calling lane among them), waits
  * for every lane of the warp (the emulator needs the whole warp there,
- * stricter than CUDA, which waits for the mask's lanes only), and fills
- * all[32] with each lane's value and mask. Lanes named in a mask must give
- * the same mask (CUDA's rule), else the launch fails. */
-void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]);
+ * stricter than CUDA, which waits for the mask's lanes only), and returns
+ * the 32 lanes' values and masks: one table for the warp, which the
+ * emulator's OS thread owns and the next gather of any warp overwrites,
+ * so read it before the lane's next warp collective or barrier. Lanes
+ * named in a mask must give the same mask (CUDA's rule), else the launch
+ * fails. */
+const pc_emu_lane *pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes);
 
 /* Inside a kernel: a warp-wide instruction (the stand-ins of the tensor
  * cores' ldmatrix and mma, emu_kernel.h). Every lane of the warp calls it
