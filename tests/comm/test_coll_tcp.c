@@ -12,7 +12,8 @@
  * start the commit chooses (coll_mp_driver big-subset, conformance_sample):
  * 8 ranks take 13 s that way, 60 s with every dtype. `make test-all`
  * (PLAIT_TEST_ALL) runs every dtype on 1 to 4 ranks, the subset at 5 and 8
- * ranks and under mpirun.
+ * ranks and under mpirun. A sanitizer's build leaves 5 ranks to `make
+ * test-all` (3 take the same paths).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,8 +118,17 @@ static void test_tcp_4_ranks_plait_launcher(void **state) {
     launch(4, NULL);
 }
 
+/* 5 ranks take the code paths 3 ranks take (a size that is not a power of
+ * two); in a sanitizer's build, where 5 ranks cost 18 s, the sanitizer
+ * reads them at 3, and `make test-all` at 5 too */
 static void test_tcp_5_ranks_plait_launcher(void **state) {
     (void)state;
+#ifdef PLAIT_SANITIZED
+    if (!conformance_complete()) {
+        fprintf(stderr, "skipped in a sanitizer's build: 3 ranks take the same paths (PLAIT_TEST_ALL runs it)\n");
+        skip();
+    }
+#endif
     launch(5, "big-subset");
 }
 
