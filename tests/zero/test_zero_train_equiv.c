@@ -2,7 +2,8 @@
  * End to end, `plait train` on a tiny GPT over TCP ranks:
  *   - each ZeRO stage at dp 2 and dp 4, with and without gradient
  *     accumulation, reproduces plain DP + adam's loss curve (same layout) over
- *     50 steps to 1e-5 relative;
+ *     50 steps to 1e-5 relative (a sanitizer's build: dp 4 with
+ *     accumulation alone);
  *   - in deterministic mode each stage at dp 2, dp 4 and dp 2 x pp 2 is
  *     bit-identical to one process running plain adam over the same
  *     micro-batches: the same loss every step and the same final checkpoint
@@ -37,10 +38,15 @@ static int teardown(void **state) {
 
 static const char *const plugins[] = {"adam", "zero1", "zero2", "zero3"};
 
+/* A sanitizer's build (zt_sanitized) looks for memory errors, which the
+ * curves' numbers do not show: it runs their last layout alone (dp 4 with
+ * accumulation: the others' code paths), the deterministic runs below
+ * checking dp 2, dp 4 and pp 2 there as well. */
 static void test_loss_curves(void **state) {
     (void)state;
     static const int layouts[][2] = {{2, 1}, {2, 2}, {4, 1}, {4, 2}}; /* dp, accumulation */
-    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+    const size_t n = sizeof layouts / sizeof layouts[0];
+    for (size_t k = zt_sanitized() ? n - 1 : 0; k < n; k++) {
         int dp = layouts[k][0], acc = layouts[k][1];
         double loss[4][64];
         for (int p = 0; p < 4; p++) {

@@ -45,12 +45,8 @@ static double last(const char *out, const char *col) {
 }
 
 /* The model whose memory and traffic are checked: layers and width. */
-static int sanitized(void) {
-    const char *san = getenv("PLAIT_SANITIZED");
-    return san && *san && strcmp(san, "0") != 0;
-}
-static int big_layers(void) { return sanitized() ? 2 : 12; }
-static int big_width(void) { return sanitized() ? 128 : 512; }
+static int big_layers(void) { return zt_sanitized() ? 2 : 12; }
+static int big_width(void) { return zt_sanitized() ? 128 : 512; }
 
 static void run(const char *name, const char *plugin, const char *model, row *r) {
     char out[4300], a[64], layers[32], width[32];
@@ -96,7 +92,7 @@ static void test_memory_and_traffic(void **state) {
                                {four_psi, four_psi / n, 2 * four_psi / n},
                                {four_psi / n, four_psi / n, 2 * four_psi / n}};
     double dp_total = r[0].dp_bytes + r[0].optim_bytes;
-    if (sanitized()) fprintf(stderr, "built with sanitizers: peak RSS not compared with the formula\n");
+    if (zt_sanitized()) fprintf(stderr, "built with sanitizers: peak RSS not compared with the formula\n");
     fprintf(stderr, "\nΨ = %.0f parameters, dp 4 (MB = 2^20 bytes, rank 0)\n", psi);
     fprintf(stderr, "%-6s %9s %9s %9s %9s %9s %9s %11s %9s %10s %6s\n", "optim", "param", "grad", "state", "formula",
             "buffers", "activ.", "expected", "rss-base", "bytes/step", "x DP");
@@ -112,7 +108,7 @@ static void test_memory_and_traffic(void **state) {
                 r[p].grad, r[p].state, formula, r[p].buffer, r[p].activation, expected, rss, bytes, bytes / dp_total);
         /* Under AddressSanitizer the process's RSS is mostly shadow memory
          * and quarantine: the comparison means nothing there. */
-        if (!sanitized() && fabs(rss - expected) > 0.10 * expected)
+        if (!zt_sanitized() && fabs(rss - expected) > 0.10 * expected)
             fail_msg("%s: peak RSS %.1f MB above the process baseline (%.1f MB), expected %.1f MB within 10%%",
                      plugins[p], rss, base.rss, expected);
         /* plain DP: one ring all-reduce of the gradient, 2(N-1)/N x 4Ψ bytes

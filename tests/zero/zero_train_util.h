@@ -27,6 +27,14 @@
 #include "checkpoint/safetensors.h"
 
 /* A fresh scratch directory (removed by the caller with `rm -rf` semantics). */
+/* Whether the tests run in a sanitizer's build (PLAIT_SANITIZED, set by
+ * tests/zero/CMakeLists.txt there): they look for memory errors, and the
+ * tests make their models and matrices smaller for it. */
+static inline int zt_sanitized(void) {
+    const char *san = getenv("PLAIT_SANITIZED");
+    return san && *san && strcmp(san, "0") != 0;
+}
+
 static inline void zt_scratch(char *buf, size_t cap, const char *tag) {
     const char *tmp = getenv("TMPDIR");
     snprintf(buf, cap, "%s/plait-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
