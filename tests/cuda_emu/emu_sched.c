@@ -171,6 +171,14 @@ static fiber *next_lane(void) {
     return NULL;
 }
 
+/* Run lane f from where it stopped, saving the running stack's pointer in
+ * *save (the scheduler's, or the lane that hands over). */
+static void switch_to(void **save, fiber *f) {
+    S->cur = f;
+    S->here[0][0] = f->tid;
+    pc_emu_switch(save, f->sp);
+}
+
 /* The running lane f stops (at a barrier, a warp collective, or finished):
  * it hands the core to the pass's next runnable lane itself, or, at the
  * pass's end or after a failure, to the scheduler. One switch a lane
@@ -180,13 +188,8 @@ static fiber *next_lane(void) {
 static void leave(fiber *f) {
     if (f->state == FINISHED) S->live--;
     fiber *next = S->failed ? NULL : next_lane();
-    if (!next) {
-        pc_emu_switch(&f->sp, S->main_sp);
-        return;
-    }
-    S->cur = next;
-    S->here[0][0] = next->tid;
-    pc_emu_switch(&f->sp, next->sp);
+    if (next) switch_to(&f->sp, next);
+    else pc_emu_switch(&f->sp, S->main_sp);
 }
 
 void pc_emu_fiber_main(fiber *f) {
@@ -656,9 +659,7 @@ static int run_block(unsigned n) {
                 S->pass_j = 0;
                 fiber *f = next_lane();
                 if (f) {
-                    S->cur = f;
-                    S->here[0][0] = f->tid;
-                    pc_emu_switch(&S->main_sp, f->sp);
+                    switch_to(&S->main_sp, f);
                     S->cur = NULL;
                     if (S->failed) return -1;
                 }
