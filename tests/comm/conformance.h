@@ -53,7 +53,9 @@ int conformance_complete(void);
 int conformance_run(plait_comm *world, const conformance_opts *opts, conformance_result *res);
 
 /* Value of element i of rank q's input for a reduction with `op`, and for
- * pure data movement (op < 0). Exactly representable in every dtype. */
+ * pure data movement (op < 0). Exactly representable in every dtype, and
+ * periodic in i (a period of at most 97 whatever q: the checks tabulate a
+ * reduction's expected elements over one period). */
 double conformance_input(int op, int is_unsigned, int q, size_t i);
 
 /* Store / load element i of a typed buffer as a double. */
