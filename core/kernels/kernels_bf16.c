@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/kernels_pool.h"
+#include "kernels/simd_clones.h"
 
 static int g_precision = PLAIT_KERNELS_FP32;
 static plait_sbgemm_fn g_sbgemm;
@@ -49,19 +50,25 @@ int plait_kernels_set_precision(int precision) {
 
 int plait_kernels_precision(void) { return g_precision; }
 
-static uint32_t round_bits(float x) {
+/* x rounded to nearest even in its upper 16 bits (the lower ones are
+ * garbage), a NaN kept quiet. An infinity needs no case of its own: adding
+ * at most 0x8000 to 0x7f800000 leaves the upper half alone. Without a
+ * branch, so that the conversion loops below vectorize. */
+static inline uint32_t round_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u;
-    return u + 0x7fffu + ((u >> 16) & 1u);
+    uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded;
 }
 
-float plait_bf16_round(float x) {
+static inline float bf16_round(float x) {
     uint32_t u = round_bits(x) & 0xffff0000u;
     float y;
     memcpy(&y, &u, sizeof y);
     return y;
 }
+
+float plait_bf16_round(float x) { return bf16_round(x); }
 
 /* ---- per-thread scratch ------------------------------------------------- */
 typedef struct scratch {
@@ -108,16 +115,18 @@ typedef struct convert_job {
     int native;
 } convert_job;
 
+PLAIT_SIMD_CLONES
 static void convert_rows(void *vj, int64_t r0, int64_t r1) {
     const convert_job *j = vj;
+    const int64_t cols = j->cols; /* read once: a store through d could alias the job */
     for (int64_t r = r0; r < r1; r++) {
-        const float *s = j->src + r * j->ld;
+        const float *restrict s = j->src + r * j->ld;
         if (j->native) {
-            uint16_t *d = (uint16_t *)j->dst + r * j->cols;
-            for (int64_t c = 0; c < j->cols; c++) d[c] = (uint16_t)(round_bits(s[c]) >> 16);
+            uint16_t *restrict d = (uint16_t *)j->dst + r * cols;
+            for (int64_t c = 0; c < cols; c++) d[c] = (uint16_t)(round_bits(s[c]) >> 16);
         } else {
-            float *d = (float *)j->dst + r * j->cols;
-            for (int64_t c = 0; c < j->cols; c++) d[c] = plait_bf16_round(s[c]);
+            float *restrict d = (float *)j->dst + r * cols;
+            for (int64_t c = 0; c < cols; c++) d[c] = bf16_round(s[c]);
         }
     }
 }

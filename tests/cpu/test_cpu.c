@@ -100,6 +100,21 @@ static void test_bf16_round(void **state) {
     assert_true(isnan(plait_bf16_round(NAN)));
     /* the largest float rounds to infinity, as in PyTorch */
     assert_true(isinf(plait_bf16_round(3.4028235e38f)));
+    assert_true(isinf(plait_bf16_round(-INFINITY)) && plait_bf16_round(-INFINITY) < 0);
+    /* against the rule written out (special values apart, nearest even on
+     * the upper 16 bits; a NaN stays a NaN, made quiet), over bit patterns
+     * spread across every exponent and sign */
+    for (uint64_t k = 0; k < (1ull << 32); k += 65521) {
+        uint32_t u = (uint32_t)k, want;
+        if ((u & 0x7f800000u) == 0x7f800000u) want = (u & 0x7fffffu) ? (u | 0x00400000u) & 0xffff0000u : u;
+        else want = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        float x, y;
+        memcpy(&x, &u, sizeof x);
+        y = plait_bf16_round(x);
+        uint32_t got;
+        memcpy(&got, &y, sizeof got);
+        if (got != want) fail_msg("bf16 rounding of 0x%08x: 0x%08x, expected 0x%08x", u, got, want);
+    }
 }
 
 /* The emulated bf16 product equals a double-precision product of the
