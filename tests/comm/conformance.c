@@ -118,6 +118,15 @@ static int is_reduction(plait_coll_kind k) {
 #define GUARD 64
 #define SENTINEL 0xA5
 
+void conformance_repeat(void *buf, size_t elem_size, size_t period, size_t count) {
+    unsigned char *b = buf;
+    for (size_t done = period; done < count;) { /* done is a whole number of periods */
+        size_t n = done < count - done ? done : count - done;
+        memcpy(b + done * elem_size, b, n * elem_size);
+        done += n;
+    }
+}
+
 /* Store the values v(i) = conformance_input(op, uns, q, start + i), i <
  * count, into buf as `dtype` stores them: one period from the function, the
  * rest copied from it (doubling), the same bytes as storing each. */
@@ -126,11 +135,7 @@ static void fill_values(void *buf, plait_dtype dtype, int op, int q, size_t star
     size_t period = input_period(op, uns), esz = plait_dtype_size(dtype);
     size_t first = count < period ? count : period;
     for (size_t i = 0; i < first; i++) conformance_store(buf, dtype, i, conformance_input(op, uns, q, start + i));
-    for (size_t done = first; done < count;) { /* done is a whole number of periods */
-        size_t n = done < count - done ? done : count - done;
-        memcpy((unsigned char *)buf + done * esz, buf, n * esz);
-        done += n;
-    }
+    conformance_repeat(buf, esz, period, count);
 }
 
 /* Fill rank q's input for case c into buf (`elems` elements). */
@@ -152,11 +157,7 @@ static void expected_output(const ccase *c, int n, int me, void *want, size_t el
         size_t at = c->kind == PLAIT_COLL_REDUCE_SCATTER ? (size_t)me * cnt : 0;
         size_t first = elems < period ? elems : period;
         for (size_t j = 0; j < first; j++) conformance_store(w, c->dtype, j, reduced(c->op, c->dtype, n, at + j));
-        for (size_t done = first; done < elems;) {
-            size_t k = done < elems - done ? done : elems - done;
-            memcpy(w + done * esz, w, k * esz);
-            done += k;
-        }
+        conformance_repeat(w, esz, period, elems);
         break;
     }
     case PLAIT_COLL_ALLGATHER:

@@ -58,6 +58,11 @@ int conformance_run(plait_comm *world, const conformance_opts *opts, conformance
  * reduction's expected elements over one period). */
 double conformance_input(int op, int is_unsigned, int q, size_t i);
 
+/* buf holds the first min(period, count) of `count` elements of elem_size
+ * bytes that repeat with `period`: copy them over the rest (a doubling
+ * copy, a few memcpy calls for any count). */
+void conformance_repeat(void *buf, size_t elem_size, size_t period, size_t count);
+
 /* Store / load element i of a typed buffer as a double. */
 void conformance_store(void *buf, int dtype, size_t i, double v);
 double conformance_load(const void *buf, int dtype, size_t i);

@@ -86,11 +86,7 @@ static unsigned char pattern(int src, int dst, uint32_t tag, size_t i) {
 static void fill(unsigned char *b, size_t n, int src, int dst, uint32_t tag) {
     size_t first = n < PATTERN_PERIOD ? n : PATTERN_PERIOD;
     for (size_t i = 0; i < first; i++) b[i] = pattern(src, dst, tag, i);
-    for (size_t done = first; done < n;) { /* done is a whole number of periods */
-        size_t k = done < n - done ? done : n - done;
-        memcpy(b + done, b, k);
-        done += k;
-    }
+    conformance_repeat(b, 1, PATTERN_PERIOD, n);
 }
 
 static void verify(const unsigned char *b, size_t n, int src, int dst, uint32_t tag, const char *what) {

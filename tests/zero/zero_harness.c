@@ -320,10 +320,9 @@ static int alloc_core_storage(rank_ctx *c, source_ctx *src) {
 }
 
 /* The values parameter i must hold before run step s (after step s-1), or
- * NULL where they are its initial values (init_from). */
-static const float *expected_values(rank_ctx *c, int32_t i) {
-    const zh_model *m = c->r->model;
-    int32_t g = m->p[i].tied_to >= 0 ? m->p[i].tied_to : i;
+ * NULL where they are its initial values (init_from of its original g:
+ * i, or the parameter a tied copy i is of). */
+static const float *expected_values(rank_ctx *c, int32_t g) {
     int64_t s = c->step - (c->in_eval ? 0 : 1);
     if (s >= 0) return c->r->expect[s].t[0][g];
     return c->r->from ? c->r->from->t[0][g] : NULL;
@@ -338,8 +337,9 @@ static int check_layer(rank_ctx *c, int32_t layer, int backward) {
         if (backward && !p->grad) return fail(c, "%s has no gradient storage during backward", p->name);
         /* Before the first step the values are known; later ones need `expect`. */
         if (!c->r->expect && c->step - (c->in_eval ? 0 : 1) >= 0) continue;
-        const float *want_all = expected_values(c, i);
-        uint64_t prefix = noise_prefix(7, (uint64_t)(m->p[i].tied_to >= 0 ? m->p[i].tied_to : i));
+        int32_t g = m->p[i].tied_to >= 0 ? m->p[i].tied_to : i;
+        const float *want_all = expected_values(c, g);
+        uint64_t prefix = noise_prefix(7, (uint64_t)g);
         for (size_t k = 0; k < p->numel; k++) {
             float want = want_all ? want_all[k] : init_from(prefix, k), got = H(p->data)[k];
             int ok = c->r->expect_tol == 0 ? same_bits(want, got)
