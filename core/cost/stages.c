@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <plait/partition_util.h>
+
 #include "cost/activations.h"
 #include "cost/layouts.h"
 #include "model/model.h"
@@ -223,95 +225,23 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     return t;
 }
 
-/* Can `costs` be cut into k contiguous non-empty chunks of at most `cap`?
- * Filled front first, leaving a layer for each chunk still to come.
- * Writes the bounds. */
-static int packs(const double *costs, int n, int k, double cap, int32_t *bounds) {
-    int i = 0;
-    for (int c = 0; c < k; c++) {
-        bounds[c] = i;
-        if (i >= n || costs[i] > cap) return 0;
-        double sum = costs[i++];
-        while (i < n && n - i > k - c - 1 && sum + costs[i] <= cap) sum += costs[i++];
-    }
-    bounds[k] = i;
-    return i == n;
-}
-
-/* Among the cuts of `costs` into k chunks of at most `cap`, the most even
- * (the least sum of squared chunk costs), a tie taking the earlier cut, as
- * the pp plugin chooses (plugins/parallel/pp/partition.h: the early stages,
- * which keep the most micro-batches in flight, the lighter). Writes the
- * bounds; 0 where no cut fits or memory runs out. */
-static int most_even(const double *costs, int n, int k, double cap, int32_t *bounds) {
-    size_t cols = (size_t)n + 1;
-    double *S = malloc(cols * sizeof *S), *sq = malloc(((size_t)k + 1) * cols * sizeof *sq);
-    int32_t *cut = malloc(((size_t)k + 1) * cols * sizeof *cut);
-    int ok = S && sq && cut;
-    if (ok) S[0] = 0;
-    for (int i = 0; ok && i < n; i++) S[i + 1] = S[i] + costs[i];
-    /* no chunk yet: only the empty prefix */
-    for (int i = 0; ok && i <= n; i++) sq[i] = i ? INFINITY : 0;
-    cap += cap * 1e-12;
-    for (int c = 1; ok && c <= k; c++)
-        for (int i = c; i <= n - (k - c); i++) {
-            double best = INFINITY;
-            int32_t at = -1;
-            for (int j = i - 1; j >= c - 1 && S[i] - S[j] <= cap; j--) {
-                double x = S[i] - S[j], v = sq[(size_t)(c - 1) * cols + j] + x * x;
-                if (v <= best + best * 1e-12) best = fmin(best, v), at = j;
-            }
-            sq[(size_t)c * cols + i] = best;
-            cut[(size_t)c * cols + i] = at;
-        }
-    ok = ok && isfinite(sq[(size_t)k * cols + n]);
-    if (ok) {
-        bounds[k] = n;
-        for (int c = k, i = n; c >= 1; c--) bounds[c - 1] = i = cut[(size_t)c * cols + i];
-    }
-    free(S);
-    free(sq);
-    free(cut);
-    return ok;
-}
-
-/* The partition of the layers into k chunks minimising the costliest
- * chunk (by each layer's forward FLOPs, the pp plugin's cost), found by
- * bisection on that cost, and the most even of those; cached per k. */
+/* The partition of the layers into k chunks the pp plugin cuts (the
+ * SDK's plait_partition_balanced, by each layer's forward FLOPs), cached
+ * per k; NULL where it has none (k out of range, memory). */
 static const int32_t *partition(plait_cost_model *m, int k) {
     if (k < 1 || k > m->n_layers) return NULL;
     if (m->bounds[k]) return m->bounds[k];
     int n = m->n_layers;
     int32_t *b = malloc(((size_t)k + 1) * sizeof *b);
     double *costs = malloc((size_t)n * sizeof *costs);
-    if (!b || !costs) {
+    int ok = b && costs;
+    for (int i = 0; ok && i < n; i++) costs[i] = m->spec->layers[i].flops_per_token;
+    ok = ok && plait_partition_balanced(costs, n, k, b, NULL, 0) == PLAIT_OK;
+    free(costs);
+    if (!ok) {
         free(b);
-        free(costs);
         return NULL;
     }
-    double lo = 0, hi = 0;
-    for (int i = 0; i < n; i++) {
-        costs[i] = m->spec->layers[i].flops_per_token;
-        if (costs[i] > lo) lo = costs[i];
-        hi += costs[i];
-    }
-    /* all-zero costs: every layer counts one, as the plugin does */
-    if (hi <= 0) {
-        for (int i = 0; i < n; i++) costs[i] = 1;
-        lo = 1;
-        hi = n;
-    }
-    double cap = lo;
-    if (!packs(costs, n, k, lo, b)) {
-        for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; it++) {
-            double mid = 0.5 * (lo + hi);
-            if (packs(costs, n, k, mid, b)) hi = mid;
-            else lo = mid;
-        }
-        cap = hi;
-    }
-    if (!most_even(costs, n, k, cap, b)) packs(costs, n, k, cap, b);
-    free(costs);
     m->bounds[k] = b;
     return b;
 }

@@ -1,5 +1,6 @@
 /*
- * Layer partitions: the balanced one against brute force over every
+ * Layer partitions: the balanced one (the SDK's plait_partition_balanced,
+ * which the pp plugin runs and the planner predicts) against brute force over every
  * contiguous partition, and explicit `stages = ...` text with each kind of
  * mistake reported clearly.
  */
@@ -12,6 +13,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include <plait/partition_util.h>
 
 #include "partition.h"
 
@@ -61,23 +64,23 @@ static void test_balanced_equal_layers(void **state) {
     (void)state;
     double costs[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     int32_t b[5];
-    assert_int_equal(pp_partition_balanced(costs, 8, 2, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 8, 2, b, NULL, 0), PLAIT_OK);
     assert_int_equal(b[1], 4);
-    assert_int_equal(pp_partition_balanced(costs, 8, 4, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 8, 4, b, NULL, 0), PLAIT_OK);
     for (int c = 0; c <= 4; c++) assert_int_equal(b[c], 2 * c);
     /* 8 into 3: 3,3,2 in some order — max 3; the tie-break cuts earlier:
      * 2,3,3, the first chunk the lightest. */
-    assert_int_equal(pp_partition_balanced(costs, 8, 3, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 8, 3, b, NULL, 0), PLAIT_OK);
     assert_float_equal(pp_partition_max_cost(costs, 3, b), 3.0, 0);
     assert_int_equal(b[1], 2);
     assert_int_equal(b[2], 5);
     /* All zero: counted as 1 each. */
     double zeros[6] = {0};
-    assert_int_equal(pp_partition_balanced(zeros, 6, 3, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(zeros, 6, 3, b, NULL, 0), PLAIT_OK);
     assert_int_equal(b[1], 2);
     assert_int_equal(b[2], 4);
     /* n == k: one layer each. */
-    assert_int_equal(pp_partition_balanced(costs, 4, 4, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 4, 4, b, NULL, 0), PLAIT_OK);
     for (int c = 0; c <= 4; c++) assert_int_equal(b[c], c);
 }
 
@@ -86,13 +89,13 @@ static void test_balanced_gpt_shape(void **state) {
     (void)state;
     double costs[10] = {0.01, 1, 1, 1, 1, 1, 1, 1, 1, 3}; /* embedding, h.0-h.7, head */
     int32_t b[5];
-    assert_int_equal(pp_partition_balanced(costs, 10, 2, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 10, 2, b, NULL, 0), PLAIT_OK);
     /* total 11.01: the head's stage takes fewer blocks. */
     assert_int_equal(b[1], 6); /* 0-5 = 5.01, 6-9 = 6 */
     double mx, sq;
     brute_force(costs, 10, 2, &mx, &sq);
     assert_float_equal(pp_partition_max_cost(costs, 2, b), mx, 1e-12);
-    assert_int_equal(pp_partition_balanced(costs, 10, 4, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 10, 4, b, NULL, 0), PLAIT_OK);
     brute_force(costs, 10, 4, &mx, &sq);
     assert_float_equal(pp_partition_max_cost(costs, 4, b), mx, 1e-12);
     assert_int_equal(b[3], 9); /* the head alone on the last stage */
@@ -107,7 +110,7 @@ static void test_balanced_early_chunks_lighter(void **state) {
     (void)state;
     double costs[6] = {0.01, 1, 1, 1, 1, 1.4}; /* embedding, h.0-h.3, head */
     int32_t b[5];
-    assert_int_equal(pp_partition_balanced(costs, 6, 4, b, NULL, 0), PLAIT_OK);
+    assert_int_equal(plait_partition_balanced(costs, 6, 4, b, NULL, 0), PLAIT_OK);
     static const int32_t want[5] = {0, 2, 3, 5, 6}; /* embedding + h.0 | h.1 | h.2 h.3 | head */
     for (int c = 0; c <= 4; c++) assert_int_equal(b[c], want[c]);
 }
@@ -129,7 +132,7 @@ static void test_balanced_vs_brute_force(void **state) {
         }
         int32_t b[13];
         char err[128];
-        assert_int_equal(pp_partition_balanced(costs, n, k, b, err, sizeof err), PLAIT_OK);
+        assert_int_equal(plait_partition_balanced(costs, n, k, b, err, sizeof err), PLAIT_OK);
         check_valid(b, n, k);
         double mx, sq, got_sq = 0;
         brute_force(costs, n, k, &mx, &sq);
@@ -144,14 +147,14 @@ static void test_balanced_errors(void **state) {
     double costs[4] = {1, 1, 1, 1};
     int32_t b[8];
     char err[256];
-    assert_int_equal(pp_partition_balanced(costs, 4, 5, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_partition_balanced(costs, 4, 5, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "4 layers cannot fill 5 pipeline chunks"));
-    assert_int_equal(pp_partition_balanced(costs, 4, 0, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_partition_balanced(costs, 4, 0, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     costs[2] = -1;
-    assert_int_equal(pp_partition_balanced(costs, 4, 2, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_partition_balanced(costs, 4, 2, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "layer 2 has cost -1"));
     costs[2] = NAN;
-    assert_int_equal(pp_partition_balanced(costs, 4, 2, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_partition_balanced(costs, 4, 2, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "layer 2"));
 }
 

@@ -6,6 +6,9 @@
  * [bounds[k], bounds[k+1]), with bounds[0] = 0, bounds[K] = n_layers and
  * every chunk non-empty. So layer 0 (the token embedding) is always on
  * stage 0 and the last layer (ln_f, head and loss) on the last stage.
+ * The balanced cut is the SDK's (plait/partition_util.h,
+ * plait_partition_balanced), the one `plait plan` predicts; here are the
+ * explicit one ([parallel.pp] stages) and what the plugin makes of bounds.
  *
  * Everything here is pure: no I/O, no globals, no allocation beyond what is
  * documented; thread-safe. Messages go to `err` (may be NULL; err_len bytes,
@@ -17,22 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <plait/types.h>
-
-/* Largest layer count the balancer accepts. */
-#define PP_PARTITION_MAX_LAYERS 65536
-
-/* Balanced partition of `n` layers with costs[0..n) into k chunks:
- * minimises the largest chunk cost exactly; among partitions reaching that
- * minimum it picks the one with the smallest sum of squared chunk costs
- * (the most even), ties broken towards cutting earlier (earlier chunks
- * lighter: the first stages keep the most micro-batches in flight under
- * 1F1B and the interleaved schedules, so a block too many costs them the
- * most memory). Costs must be finite and >= 0; if they are all 0 every layer
- * counts 1. Writes k+1 bounds. Errors: PLAIT_ERR_INVALID_ARG (n < k, k < 1,
- * n too large, a negative or non-finite cost), PLAIT_ERR_NO_MEMORY.
- * Uses O(n*k) temporary memory (malloc). */
-plait_status pp_partition_balanced(const double *costs, int32_t n, int32_t k, int32_t *bounds,
-                                   char *err, size_t err_len);
 
 /* Parse an explicit partition "0-3,4-7" (also "5" for a one-layer chunk;
  * spaces allowed): exactly k ranges of global layer indices, in model

@@ -18,6 +18,7 @@
 #include <plait/plugin.h>
 #include <plait/parallel.h>
 #include <plait/device_util.h>
+#include <plait/partition_util.h>
 
 #include "partition.h"
 #include "schedule.h"
@@ -128,7 +129,7 @@ static plait_status make_partition(pp_state *s, const char *stages) {
     double *costs = h->alloc((size_t)n * sizeof *costs, PLAIT_MEM_HOST, 0, "pp plan");
     if (!costs) return PLAIT_ERR_NO_MEMORY;
     for (int32_t i = 0; i < n; i++) costs[i] = s->model->layers[i].flops_per_token;
-    st = pp_partition_balanced(costs, n, k, s->bounds, err, sizeof err);
+    st = plait_partition_balanced(costs, n, k, s->bounds, err, sizeof err);
     h->free(costs);
     if (st != PLAIT_OK) return h->set_error(st, "pipeline partition of %d layers into %d chunks: %s", n, k, err);
     return PLAIT_OK;

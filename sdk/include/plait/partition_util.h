@@ -1,0 +1,156 @@
+/*
+ * plait SDK — the balanced partition of a model's layers into pipeline
+ * chunks (ABI 1.32): the rule plait's pp plugin cuts the layers by, and by
+ * which `plait plan` predicts each stage's work, so that a plan and the run
+ * it describes hold the same layers on each stage. A third-party pipeline
+ * plugin that uses it is planned as it runs.
+ *
+ * Header-only: it calls nothing of the core (malloc and free only), so a
+ * plugin using it loads in any core of ABI major 1. Reentrant and
+ * thread-safe: no globals, no locks. Messages are written into the caller's
+ * buffer (err, err_len bytes; may be NULL), truncated to its capacity and
+ * always terminated.
+ */
+#ifndef PLAIT_PARTITION_UTIL_H
+#define PLAIT_PARTITION_UTIL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <plait/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most layers plait_partition_balanced accepts. */
+#define PLAIT_PARTITION_MAX_LAYERS 65536
+
+/* Writes the message (printf's format) into err (err_len bytes; nothing
+ * where err is NULL or err_len 0), truncated and terminated, and returns
+ * st: how the partition's functions, and a plugin's own about its
+ * partition, say what is wrong. */
+static inline plait_status plait_partition_error(plait_status st, char *err, size_t err_len, const char *fmt, ...)
+    PLAIT_PRINTF(4, 5);
+static inline plait_status plait_partition_error(plait_status st, char *err, size_t err_len, const char *fmt, ...) {
+    if (err && err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Cuts `n` layers of costs[0..n) (e.g. plait_layer.flops_per_token) into
+ * k contiguous, non-empty chunks: chunk c holds layers
+ * [bounds[c], bounds[c+1]), bounds[0] = 0 and bounds[k] = n (k + 1 bounds
+ * written into the caller's array). The largest chunk cost is the least
+ * any cut reaches; among the cuts reaching it, the one with the least sum
+ * of squared chunk costs (the most even), a tie (to rounding) taking the
+ * earlier cut: the earlier chunks the lighter, since the first stages keep
+ * the most micro-batches in flight under 1F1B and the interleaved
+ * schedules, so a block too many costs them the most memory. Costs must be
+ * finite and >= 0; where all are 0 every layer counts 1.
+ *
+ * Two passes over the prefix sums S (S[i] = cost of layers [0, i)):
+ *  1. best[c][i], the least largest chunk of layers [0, i) in c chunks. It
+ *     does not fall with i (costs are >= 0) and the last chunk's cost
+ *     S[i] - S[j] falls with j, so the best cut j is where the two cross:
+ *     a binary search, O(k n log n).
+ *  2. Among the cuts whose every chunk costs at most that optimum (with a
+ *     relative slack for the prefix sums' rounding), the least sum of
+ *     squares: O(k n w), w the widest window of layers within it.
+ * Temporary memory O(n k), freed before it returns.
+ * Errors: PLAIT_ERR_INVALID_ARG (k < 1, n < k, n over
+ * PLAIT_PARTITION_MAX_LAYERS, a negative or non-finite cost),
+ * PLAIT_ERR_NO_MEMORY; bounds are then unspecified. */
+static inline plait_status plait_partition_balanced(const double *costs, int32_t n, int32_t k, int32_t *bounds,
+                                                    char *err, size_t err_len) {
+    if (k < 1)
+        return plait_partition_error(PLAIT_ERR_INVALID_ARG, err, err_len, "%d chunks requested: need at least 1", k);
+    if (n > PLAIT_PARTITION_MAX_LAYERS)
+        return plait_partition_error(PLAIT_ERR_INVALID_ARG, err, err_len, "%d layers: at most %d can be partitioned", n,
+                                     PLAIT_PARTITION_MAX_LAYERS);
+    if (n < k)
+        return plait_partition_error(PLAIT_ERR_INVALID_ARG, err, err_len,
+                                     "%d layers cannot fill %d pipeline chunks (each needs at least one layer)", n, k);
+    int all_zero = 1;
+    for (int32_t i = 0; i < n; i++) {
+        if (!isfinite(costs[i]) || costs[i] < 0)
+            return plait_partition_error(PLAIT_ERR_INVALID_ARG, err, err_len,
+                                         "layer %d has cost %g: costs must be finite and >= 0", i, costs[i]);
+        if (costs[i] > 0) all_zero = 0;
+    }
+    const size_t rows = (size_t)k + 1, cols = (size_t)n + 1;
+    double *S = (double *)malloc(cols * sizeof *S);
+    double *best = (double *)malloc(rows * cols * sizeof *best);
+    double *sq = (double *)malloc(rows * cols * sizeof *sq);
+    int32_t *cut = (int32_t *)malloc(rows * cols * sizeof *cut);
+    if (!S || !best || !sq || !cut) {
+        free(S), free(best), free(sq), free(cut);
+        return plait_partition_error(PLAIT_ERR_NO_MEMORY, err, err_len, "out of memory partitioning %d layers", n);
+    }
+    S[0] = 0;
+    for (int32_t i = 0; i < n; i++) S[i + 1] = S[i] + (all_zero ? 1.0 : costs[i]);
+#define PLAIT_PARTITION_AT_(a, c, i) (a)[(size_t)(c)*cols + (size_t)(i)]
+    /* pass 1: the least largest chunk */
+    for (int32_t i = 1; i <= n; i++) PLAIT_PARTITION_AT_(best, 1, i) = S[i];
+    for (int32_t c = 2; c <= k; c++)
+        for (int32_t i = c; i <= n - (k - c); i++) {
+            /* j in [c-1, i-1]: the first j with best[c-1][j] >= S[i] - S[j] */
+            int32_t lo = c - 1, hi = i - 1;
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if (PLAIT_PARTITION_AT_(best, c - 1, mid) >= S[i] - S[mid]) hi = mid;
+                else lo = mid + 1;
+            }
+            double v = fmax(PLAIT_PARTITION_AT_(best, c - 1, lo), S[i] - S[lo]);
+            if (lo > c - 1) v = fmin(v, fmax(PLAIT_PARTITION_AT_(best, c - 1, lo - 1), S[i] - S[lo - 1]));
+            PLAIT_PARTITION_AT_(best, c, i) = v;
+        }
+    double limit = PLAIT_PARTITION_AT_(best, k, n);
+    limit += limit * 1e-12 + 1e-300;
+    /* pass 2: the most even cut within that */
+    for (int32_t i = 1; i <= n; i++) {
+        double x = S[i];
+        PLAIT_PARTITION_AT_(sq, 1, i) = x <= limit ? x * x : INFINITY;
+        PLAIT_PARTITION_AT_(cut, 1, i) = 0;
+    }
+    for (int32_t c = 2; c <= k; c++)
+        for (int32_t i = c; i <= n - (k - c); i++) {
+            double bv = INFINITY;
+            int32_t bj = -1;
+            for (int32_t j = i - 1; j >= c - 1; j--) {
+                double x = S[i] - S[j];
+                if (x > limit) break; /* earlier cuts only make the chunk dearer */
+                double v = PLAIT_PARTITION_AT_(sq, c - 1, j) + x * x;
+                /* a tie (to rounding) takes the earlier cut: chunk c the
+                 * longer, the earlier chunks the lighter */
+                if (v <= bv + bv * 1e-12) bv = fmin(bv, v), bj = j;
+            }
+            PLAIT_PARTITION_AT_(sq, c, i) = bv;
+            PLAIT_PARTITION_AT_(cut, c, i) = bj;
+        }
+    plait_status st = PLAIT_OK;
+    if (!isfinite(PLAIT_PARTITION_AT_(sq, k, n))) {
+        st = plait_partition_error(PLAIT_ERR_INTERNAL, err, err_len,
+                                   "layer partition: no partition within the optimum %g", limit);
+    } else {
+        bounds[k] = n;
+        for (int32_t c = k, i = n; c >= 1; c--) bounds[c - 1] = i = PLAIT_PARTITION_AT_(cut, c, i);
+    }
+#undef PLAIT_PARTITION_AT_
+    free(S), free(best), free(sq), free(cut);
+    return st;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
