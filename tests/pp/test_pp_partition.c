@@ -150,6 +150,10 @@ static void test_balanced_errors(void **state) {
     assert_int_equal(plait_partition_balanced(costs, 4, 5, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "4 layers cannot fill 5 pipeline chunks"));
     assert_int_equal(plait_partition_balanced(costs, 4, 0, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    /* refused before any cost is read, so four costs stand for them all */
+    assert_int_equal(plait_partition_balanced(costs, PLAIT_PARTITION_MAX_LAYERS + 1, 2, b, err, sizeof err),
+                     PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "at most 65536 can be partitioned"));
     costs[2] = -1;
     assert_int_equal(plait_partition_balanced(costs, 4, 2, b, err, sizeof err), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "layer 2 has cost -1"));
