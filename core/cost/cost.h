@@ -105,6 +105,12 @@ typedef struct plait_cost_rank {
      * of ZeRO's parameter gathers (grad_compression, param_gather:
      * coll/compress.h); 0 = 1 (uncompressed) */
     double grad_wire, param_wire;
+    /* the layers it holds as `[parallel.pp] stages` writes them (0 the
+     * embedding, n_layer + 1 the head): its chunks' ranges, "0-8,33-40"
+     * (plait/partition_util.h, plait_partition_format); cut to whole
+     * ranges, layers_cut set, where they do not fit */
+    char layers[96];
+    int layers_cut;
 } plait_cost_rank;
 
 /* Bytes per element of each kind of training state, as plait stores it.

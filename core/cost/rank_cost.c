@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include <plait/partition_util.h>
+
 #include "cost/activations.h"
 
 #include "model/model.h"
@@ -112,6 +114,25 @@ static double shard_numel(const plait_plan *plan, const plait_param *g, int32_t 
     return (double)p.numel;
 }
 
+/* The layers the plan puts on this rank's stage, as text: the plan's
+ * chunks in model order (chunk c of stage s is the (c·pp + s)-th) back
+ * into the partition's bounds, then this stage's chunks of them. */
+static void stage_layers(const plait_plan *plan, const plait_mesh *mesh, int nl, plait_cost_rank *out) {
+    int32_t bounds[4097];
+    int k = 0, pp = mesh->pp > 0 ? mesh->pp : 1;
+    if (nl < 1 || nl > 4096) return;
+    for (int l = 0; l < nl; l++) {
+        int c = plan->layer_stage ? (plan->layer_chunk ? plan->layer_chunk[l] * pp : 0) + plan->layer_stage[l] : 0;
+        if (l > 0 && c == k - 1) continue;
+        if (c != k) return; /* not chunks in model order: nothing said */
+        bounds[k++] = l;
+    }
+    bounds[k] = nl;
+    const int stage = plan->layer_stage ? mesh->pp_rank : 0, stride = plan->layer_stage ? pp : 1;
+    size_t need = plait_partition_format(bounds, k, stage, stride, out->layers, sizeof out->layers);
+    out->layers_cut = need >= sizeof out->layers;
+}
+
 /* long: one rank's cost from its plan, each part (parameters, FLOPs,
  * activations, messages) reading the same locals: the plan, its layers'
  * placement and the shape */
@@ -158,6 +179,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     }
     for (int l = 0; l < nl && l < 4096; l++)
         if (layer_numel[l] > out->largest_layer_numel) out->largest_layer_numel = layer_numel[l];
+    stage_layers(plan, mesh, nl, out);
 
     /* activations: per chunk, the largest number of micro-batches between
      * their forward and their backward in the schedule, times the chunk's

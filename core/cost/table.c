@@ -235,8 +235,8 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 x->precision == PLAIT_PRECISION_FP32 ? "" : "_", b->attention_flops / 1e12, b->flops / 1e12,
                 b->attention_flops / t->attention_rate);
     }
-    fprintf(out, "  %-6s %12s %14s %12s %12s %9s\n", "stage", "params/rank", "TFLOP/step", "compute_s", "recompute_s",
-            "bubble");
+    fprintf(out, "  %-6s %12s %14s %12s %12s %9s  %s\n", "stage", "params/rank", "TFLOP/step", "compute_s",
+            "recompute_s", "bubble", "layers");
     /* a CPU stage's compute as a rank alone on its threads, at its rows */
     double alone = t->rate;
     if (!c->gpu) {
@@ -252,8 +252,9 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
             continue;
         }
         double cs = plait_cost_compute_s(c, t, alone, st, 0), rs = plait_cost_compute_s(c, t, alone, st, 1);
-        fprintf(out, "  %-6d %12.4g %14.4g %12.4f %12.4f %8.1f%%%s\n", s, st->param_numel, st->flops / 1e12, cs, rs,
-                100 * st->bubble, s == t->busiest ? "  <- sets the pace" : "");
+        fprintf(out, "  %-6d %12.4g %14.4g %12.4f %12.4f %8.1f%%  %s%s%s\n", s, st->param_numel, st->flops / 1e12, cs,
+                rs, 100 * st->bubble, st->layers[0] ? st->layers : "-", st->layers_cut ? ",..." : "",
+                s == t->busiest ? "  <- sets the pace" : "");
     }
     fprintf(out, "\ncommunication of the busiest stage (%d):\n", t->busiest);
     plait_cost_bytes b;

@@ -34,3 +34,29 @@ check() { # NAME RANKS OVERRIDES...
 
 check bf16 4 --micro_batch 2 --optim adam,zero1 model.recompute=selective run.precision=bf16
 check fp32 2 --micro_batch 1 model.recompute=full run.precision=fp32
+
+# The stage table's layers are the plan's: stage s of p holds chunks s,
+# s + p, ... of the partition the pp plugin logs (`plait config check`),
+# the balanced one and an explicit [parallel.pp] stages alike, so the
+# column can be pasted back as that key's ranges.
+layers() { # NAME OVERRIDES...
+  local name=$1; shift
+  "$PLAIT_BIN" config check "$CFG" parallel.plugin=hybrid parallel.dp=1 parallel.tp=2 parallel.pp=4 \
+    parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2 data.micro_batch=1 data.global_batch=8 "$@" >"$W/$name.check" 2>&1 || fail "config check $name: $(cat "$W/$name.check")"
+  local part
+  part=$(sed -nE 's/.*partition of layers ([0-9,-]+);.*/\1/p' "$W/$name.check" | head -n 1)
+  [ -n "$part" ] || fail "$name: no partition in: $(cat "$W/$name.check")"
+  "$PLAIT_BIN" plan "$CFG" --ranks 8 --cluster "$CL" --explain "dp1 tp2 pp4 interleaved v2 mb1 adam none" \
+    data.global_batch=8 "$@" >"$W/$name.out" 2>&1 || fail "explain $name: $(cat "$W/$name.out")"
+  local chunks s want got
+  IFS=, read -r -a chunks <<<"$part"
+  [ "${#chunks[@]}" = 8 ] || fail "$name: partition '$part' is not 8 chunks"
+  for s in 0 1 2 3; do
+    want="${chunks[$s]},${chunks[$((s + 4))]}"
+    got=$(awk -v s="$s" '/^  stage +params/ { t = 1; next } t && $1 == s { print $7; exit }' "$W/$name.out")
+    [ "$got" = "$want" ] || fail "$name: stage $s holds '$got' by --explain, '$want' by the plugin ($part): $(cat "$W/$name.out")"
+  done
+  echo "$name: --explain's stages hold the plugin's partition $part"
+}
+layers balanced
+layers explicit parallel.pp.stages=0-2,3,4,5,6,7,8,9

@@ -173,18 +173,33 @@ static void test_assign_and_format(void **state) {
     assert_memory_equal(stage, want_stage, sizeof stage);
     assert_memory_equal(chunk, want_chunk, sizeof chunk);
     char text[64];
-    assert_int_equal(pp_partition_format(b, 4, text, sizeof text), strlen("0-1,2-4,5,6-7"));
+    assert_int_equal(plait_partition_format(b, 4, 0, 1, text, sizeof text), strlen("0-1,2-4,5,6-7"));
     assert_string_equal(text, "0-1,2-4,5,6-7");
     /* Truncation keeps whole ranges only. */
     char small[10];
-    assert_int_equal(pp_partition_format(b, 4, small, sizeof small), 13);
+    assert_int_equal(plait_partition_format(b, 4, 0, 1, small, sizeof small), 13);
     assert_string_equal(small, "0-1,2-4,5");
     char exact[9];
-    pp_partition_format(b, 4, exact, sizeof exact);
+    plait_partition_format(b, 4, 0, 1, exact, sizeof exact);
     assert_string_equal(exact, "0-1,2-4");
     char tiny[8];
-    pp_partition_format(b, 4, tiny, sizeof tiny);
+    plait_partition_format(b, 4, 0, 1, tiny, sizeof tiny);
     assert_string_equal(tiny, "0-1,2-4");
+    /* A stage's chunks: stage s of p is chunks s, s + p, ... */
+    assert_int_equal(plait_partition_format(b, 4, 0, 2, text, sizeof text), strlen("0-1,5"));
+    assert_string_equal(text, "0-1,5");
+    plait_partition_format(b, 4, 1, 2, text, sizeof text);
+    assert_string_equal(text, "2-4,6-7");
+    /* nothing past the last chunk; NULL or no room writes nothing */
+    assert_int_equal(plait_partition_format(b, 4, 4, 2, text, sizeof text), 0);
+    assert_string_equal(text, "");
+    assert_int_equal(plait_partition_format(b, 4, 3, 1, NULL, 0), strlen("6-7"));
+    char none[1] = {'x'};
+    assert_int_equal(plait_partition_format(b, 4, 0, 1, none, 0), 13);
+    assert_int_equal(none[0], 'x');
+    char one[1];
+    plait_partition_format(b, 4, 0, 1, one, sizeof one);
+    assert_string_equal(one, "");
 }
 
 static void test_parse_ok(void **state) {
@@ -200,7 +215,7 @@ static void test_parse_ok(void **state) {
     assert_memory_equal(b, want, sizeof want);
     /* Round trip through the formatter. */
     char text[64];
-    pp_partition_format(b, 4, text, sizeof text);
+    plait_partition_format(b, 4, 0, 1, text, sizeof text);
     int32_t again[5];
     assert_int_equal(pp_partition_parse(text, 8, 4, again, err, sizeof err), PLAIT_OK);
     assert_memory_equal(again, b, sizeof b);

@@ -28,27 +28,6 @@ void pp_partition_assign(const int32_t *bounds, int32_t p, int32_t v, int32_t *l
         }
 }
 
-size_t pp_partition_format(const int32_t *bounds, int32_t k, char *buf, size_t len) {
-    size_t need = 0, used = 0; /* used: bytes written, whole items only */
-    int full = 0;
-    if (buf && len) buf[0] = '\0';
-    for (int32_t c = 0; c < k; c++) {
-        char item[40];
-        int lo = bounds[c], hi = bounds[c + 1] - 1;
-        int w = lo == hi ? snprintf(item, sizeof item, "%s%d", c ? "," : "", lo)
-                         : snprintf(item, sizeof item, "%s%d-%d", c ? "," : "", lo, hi);
-        need += (size_t)w;
-        if (!buf || full) continue;
-        if (used + (size_t)w < len) {
-            memcpy(buf + used, item, (size_t)w + 1);
-            used += (size_t)w;
-        } else {
-            full = 1;
-        }
-    }
-    return need;
-}
-
 /* ---- explicit ------------------------------------------------------------ */
 
 static const char *skip_space(const char *s) {

@@ -7,7 +7,8 @@
  * every chunk non-empty. So layer 0 (the token embedding) is always on
  * stage 0 and the last layer (ln_f, head and loss) on the last stage.
  * The balanced cut is the SDK's (plait/partition_util.h,
- * plait_partition_balanced), the one `plait plan` predicts; here are the
+ * plait_partition_balanced), the one `plait plan` predicts, and so is the
+ * text a partition is written as (plait_partition_format); here are the
  * explicit one ([parallel.pp] stages) and what the plugin makes of bounds.
  *
  * Everything here is pure: no I/O, no globals, no allocation beyond what is
@@ -38,9 +39,5 @@ double pp_partition_max_cost(const double *costs, int32_t k, const int32_t *boun
  * of k = p*v chunks: layers of chunk k go to stage k % p, model chunk k / p. */
 void pp_partition_assign(const int32_t *bounds, int32_t p, int32_t v, int32_t *layer_stage,
                          int32_t *layer_chunk);
-
-/* Write the partition as text "0-3,4-7,..." (truncated to fit, always
- * terminated). Returns the length the full text needs (like snprintf). */
-size_t pp_partition_format(const int32_t *bounds, int32_t k, char *buf, size_t len);
 
 #endif

@@ -202,7 +202,7 @@ static plait_status pp_create(const plait_parallel_init *init, void **state) {
     if (mesh->world_rank == 0) {
         char text[512];
         int32_t k = s->p * s->v;
-        size_t need = pp_partition_format(s->bounds, k, text, sizeof text);
+        size_t need = plait_partition_format(s->bounds, k, 0, 1, text, sizeof text);
         double worst = 0, total = 0;
         for (int32_t c = 0; c < k; c++) {
             double sum = 0;

@@ -3,7 +3,10 @@
  * chunks (ABI 1.32): the rule plait's pp plugin cuts the layers by, and by
  * which `plait plan` predicts each stage's work, so that a plan and the run
  * it describes hold the same layers on each stage. A third-party pipeline
- * plugin that uses it is planned as it runs.
+ * plugin that uses it is planned as it runs. Since 1.33 also the text a
+ * partition is written as (plait_partition_format): the ranges
+ * `[parallel.pp] stages` takes, which the pp plugin logs and `plait plan
+ * --explain` prints per stage.
  *
  * Header-only: it calls nothing of the core (malloc and free only), so a
  * plugin using it loads in any core of ABI major 1. Reentrant and
@@ -20,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <plait/types.h>
 
@@ -147,6 +151,39 @@ static inline plait_status plait_partition_balanced(const double *costs, int32_t
 #undef PLAIT_PARTITION_AT_
     free(S), free(best), free(sq), free(cut);
     return st;
+}
+
+/* Writes chunks first, first + stride, first + 2 stride, ... (< k) of a
+ * partition of k chunks (k + 1 bounds, as plait_partition_balanced makes
+ * them) as text: each chunk's layers as "lo-hi", or "lo" for one layer,
+ * separated by commas. All k chunks (first 0, stride 1) are the value
+ * `[parallel.pp] stages` takes; the chunks of pipeline stage s of p
+ * (first s, stride p) are the layers that stage holds. Writes whole items
+ * only, as many as fit in len bytes (buf may be NULL or len 0: nothing is
+ * written), always terminated; returns the length the whole text needs,
+ * as snprintf does, so a result >= len says it was cut short. A stride
+ * below 1 counts as 1. */
+static inline size_t plait_partition_format(const int32_t *bounds, int32_t k, int32_t first, int32_t stride, char *buf,
+                                            size_t len) {
+    size_t need = 0, used = 0; /* used: bytes written, whole items only */
+    int full = 0;
+    if (buf && len) buf[0] = '\0';
+    if (stride < 1) stride = 1;
+    for (int32_t c = first < 0 ? 0 : first; c < k; c += stride) {
+        char item[32];
+        int lo = bounds[c], hi = bounds[c + 1] - 1;
+        int w = lo == hi ? snprintf(item, sizeof item, "%s%d", need ? "," : "", lo)
+                         : snprintf(item, sizeof item, "%s%d-%d", need ? "," : "", lo, hi);
+        need += (size_t)w;
+        if (!buf || !len || full) continue;
+        if (used + (size_t)w < len) {
+            memcpy(buf + used, item, (size_t)w + 1);
+            used += (size_t)w;
+        } else {
+            full = 1;
+        }
+    }
+    return need;
 }
 
 #ifdef __cplusplus
