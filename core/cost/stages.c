@@ -57,6 +57,13 @@ struct plait_cost_model {
     double *expert_numel; /* n_layers entries */
     int residual_bf16;    /* the config's [run] residual is bf16 */
     double *expert_cut;   /* of which tp splits (each expert's width): n_layers entries */
+    /* [parallel.pp] stages, where the config sets it: its ranges (0: not
+     * set; -1: they make no partition of the layers, `stages_why` says
+     * why) and their bounds, the partition of a pipeline of that many
+     * chunks, as the pp plugin takes them */
+    int32_t stages_k;
+    int32_t *stages_bounds;
+    char stages_why[320];
 };
 
 /* The model's experts: their count, routes and width, and each layer's
@@ -72,6 +79,27 @@ static void moe_of(plait_cost_model *m, const plait_config *cfg) {
         m->expert_numel[p->layer] += e;
         if (p->tp_role != PLAIT_TP_REPLICATE) m->expert_cut[p->layer] += e;
     }
+}
+
+/* The config's explicit partition ([parallel.pp] stages, the pp plugin's
+ * key: absent where another parallel plugin runs), read as the plugin
+ * reads it: a pipeline of as many chunks as it gives ranges takes it, any
+ * other is refused, and ranges that make no partition refuse every
+ * pipeline with the plugin's words. */
+static plait_status explicit_stages(plait_cost_model *m, const plait_config *cfg) {
+    plait_value v;
+    if (plait_config_get(cfg, "parallel.pp", "stages", &v) != PLAIT_OK || !v.s) return PLAIT_OK;
+    int32_t k = plait_partition_ranges(v.s);
+    if (k == 0) return PLAIT_OK;
+    m->stages_bounds = malloc(((size_t)k + 1) * sizeof *m->stages_bounds);
+    if (!m->stages_bounds) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    char err[256];
+    if (plait_partition_parse(v.s, m->n_layers, k, m->stages_bounds, err, sizeof err) != PLAIT_OK) {
+        snprintf(m->stages_why, sizeof m->stages_why, "[parallel.pp] %s", err);
+        k = -1;
+    }
+    m->stages_k = k;
+    return PLAIT_OK;
 }
 
 plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
@@ -101,6 +129,10 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
     }
     moe_of(m, cfg);
     m->residual_bf16 = plait_cost_config_residual_bf16(cfg);
+    if ((st = explicit_stages(m, cfg)) != PLAIT_OK) {
+        plait_cost_model_free(m);
+        return st;
+    }
     *out = m;
     return PLAIT_OK;
 }
@@ -120,6 +152,7 @@ void plait_cost_model_free(plait_cost_model *m) {
         free(m->live[i].pool);
     }
     free(m->bounds);
+    free(m->stages_bounds);
     free(m->expert_numel);
     free(m->expert_cut);
     plait_model_desc_free(m->desc);
@@ -152,6 +185,12 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
                  tp, (long long)m->moe.F);
     else if (v > 64)
         snprintf(why, len, "virtual stages v = %d: must be in [1, 64]", v);
+    else if (pp > 1 && m->stages_k < 0) snprintf(why, len, "%s", m->stages_why);
+    else if (pp > 1 && m->stages_k > 0 && (int64_t)pp * v != m->stages_k)
+        snprintf(why, len,
+                 "[parallel.pp] stages gives %d layer ranges, one per model chunk: [parallel] pp = %d x "
+                 "virtual_stages = %d makes %lld chunks (pipelines of %d chunks take it)",
+                 m->stages_k, pp, v, (long long)pp * v, m->stages_k);
     else if ((int64_t)pp * v > m->n_layers)
         snprintf(why, len,
                  "[parallel] pp = %d x virtual_stages = %d makes %lld model chunks, but the model has only %d layers "
@@ -226,10 +265,12 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
 }
 
 /* The partition of the layers into k chunks the pp plugin cuts (the
- * SDK's plait_partition_balanced, by each layer's forward FLOPs), cached
+ * SDK's plait_partition_balanced, by each layer's forward FLOPs; the
+ * config's [parallel.pp] stages where it gives k ranges), cached
  * per k; NULL where it has none (k out of range, memory). */
 static const int32_t *partition(plait_cost_model *m, int k) {
     if (k < 1 || k > m->n_layers) return NULL;
+    if (k > 1 && k == m->stages_k) return m->stages_bounds; /* the config's own */
     if (m->bounds[k]) return m->bounds[k];
     int n = m->n_layers;
     int32_t *b = malloc(((size_t)k + 1) * sizeof *b);

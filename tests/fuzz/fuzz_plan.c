@@ -1,9 +1,12 @@
 /*
  * Fuzz target for what `plait plan` reads besides a run config: the input
  * is a cluster file (INI text, configs/clusters/); every line is also read
- * as a layout name (`--explain LAYOUT`). Whatever the bytes, both parsers
- * must return a status with a message and never crash, leak or read out of
- * bounds (run under ASan/UBSan).
+ * as a layout name (`--explain LAYOUT`) and as an explicit partition
+ * (`[parallel.pp] stages`, which the pp plugin and the planner parse with
+ * plait_partition_parse) of a model of 10 layers, written back when it
+ * parses. Whatever the bytes, the parsers must return a status with a
+ * message and never crash, leak or read out of bounds (run under
+ * ASan/UBSan).
  *
  * Built two ways: with clang -fsanitize=fuzzer as `fuzz_plan` (PLAIT_FUZZ=ON),
  * and linked with replay_main.c as the ctest `test_fuzz_plan_corpus`, which
@@ -12,6 +15,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <plait/partition_util.h>
 
 #include "cost/cluster.h"
 #include "cost/layouts.h"
@@ -37,6 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (plait_cost_layout_parse(tok, &base, &l) == PLAIT_OK) {
             char name[128];
             plait_cost_layout_name(&l, name, sizeof name);
+        }
+        int32_t k = plait_partition_ranges(tok), bounds[11];
+        char err[256], back[64];
+        err[0] = '\0';
+        if (k >= 1 && k <= 10 && plait_partition_parse(tok, 10, k, bounds, err, sizeof err) == PLAIT_OK) {
+            if (plait_partition_format(bounds, k, 0, 1, back, sizeof back) >= sizeof back) abort();
+        } else if (k >= 1 && k <= 10 && !err[0]) {
+            abort(); /* refused without a message */
         }
     }
     free(text);

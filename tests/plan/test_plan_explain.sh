@@ -34,6 +34,13 @@ check() { # NAME RANKS OVERRIDES...
 
 check bf16 4 --micro_batch 2 --optim adam,zero1 model.recompute=selective run.precision=bf16
 check fp32 2 --micro_batch 1 model.recompute=full run.precision=fp32
+# an explicit partition ([parallel.pp] stages): the pipelines of its 8
+# chunks predicted with it, as the pp plugin runs them (the others set aside)
+check stages 8 --micro_batch 1 --pp 2,4 parallel.pp.stages=0-2,3,4,5,6,7,8,9
+grep -q 'pp4 interleaved v2' "$W/stages.out" || fail "stages: no pp 4 x 2 chunks row: $(cat "$W/stages.out")"
+if grep -E '^  [0-9]+ ' "$W/stages.out" | grep -qE ' pp4 (1f1b|gpipe|zb1|interleaved v4)'; then
+  fail "stages: a pipeline of other than 8 chunks is in the table: $(cat "$W/stages.out")"
+fi
 
 # The stage table's layers are the plan's: stage s of p holds chunks s,
 # s + p, ... of the partition the pp plugin logs (`plait config check`),

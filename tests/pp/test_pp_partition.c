@@ -206,31 +206,37 @@ static void test_parse_ok(void **state) {
     (void)state;
     int32_t b[5];
     char err[256] = "";
-    assert_int_equal(pp_partition_parse("0-3,4-7", 8, 2, b, err, sizeof err), PLAIT_OK);
+    assert_int_equal(plait_partition_parse("0-3,4-7", 8, 2, b, err, sizeof err), PLAIT_OK);
     assert_int_equal(b[0], 0);
     assert_int_equal(b[1], 4);
     assert_int_equal(b[2], 8);
-    assert_int_equal(pp_partition_parse(" 0 - 2 , 3,4-6,7 ", 8, 4, b, err, sizeof err), PLAIT_OK);
+    assert_int_equal(plait_partition_parse(" 0 - 2 , 3,4-6,7 ", 8, 4, b, err, sizeof err), PLAIT_OK);
     const int32_t want[5] = {0, 3, 4, 7, 8};
     assert_memory_equal(b, want, sizeof want);
     /* Round trip through the formatter. */
     char text[64];
     plait_partition_format(b, 4, 0, 1, text, sizeof text);
     int32_t again[5];
-    assert_int_equal(pp_partition_parse(text, 8, 4, again, err, sizeof err), PLAIT_OK);
+    assert_int_equal(plait_partition_parse(text, 8, 4, again, err, sizeof err), PLAIT_OK);
     assert_memory_equal(again, b, sizeof b);
 }
 
 static void expect_parse_error(const char *text, int32_t n, int32_t k, const char *needle) {
     int32_t b[16];
     char err[512] = "";
-    plait_status st = pp_partition_parse(text, n, k, b, err, sizeof err);
+    plait_status st = plait_partition_parse(text, n, k, b, err, sizeof err);
     if (st != PLAIT_ERR_INVALID_CONFIG || !strstr(err, needle))
         fail_msg("stages = '%s' (n=%d, k=%d): status %d, message '%s', want '%s'", text, n, k, st, err, needle);
 }
 
 static void test_parse_errors(void **state) {
     (void)state;
+    /* the ranges a text gives, before any check */
+    assert_int_equal(plait_partition_ranges(NULL), 0);
+    assert_int_equal(plait_partition_ranges(" \t"), 0);
+    assert_int_equal(plait_partition_ranges("0-7"), 1);
+    assert_int_equal(plait_partition_ranges("0-1,2,3-7"), 3);
+    assert_int_equal(plait_partition_ranges("0-3,4-7,"), 3);
     expect_parse_error("0-2,4-7", 8, 2, "gap: layer 3 is in no stage (range 1 ends at 2, range 2 starts at 4)");
     expect_parse_error("0-1,4-7", 8, 2, "gap: layers 2-3 are in no stage");
     expect_parse_error("0-4,4-7", 8, 2, "range 2 ('4-7') starts at layer 4, which range 1 already holds");

@@ -122,7 +122,7 @@ static plait_status make_partition(pp_state *s, const char *stages) {
     char err[512] = "";
     plait_status st;
     if (stages && *stages) {
-        st = pp_partition_parse(stages, n, k, s->bounds, err, sizeof err);
+        st = plait_partition_parse(stages, n, k, s->bounds, err, sizeof err);
         if (st != PLAIT_OK) return h->set_error(st, "[%s] %s", SECTION, err);
         return PLAIT_OK;
     }

@@ -3,10 +3,12 @@
  * chunks (ABI 1.32): the rule plait's pp plugin cuts the layers by, and by
  * which `plait plan` predicts each stage's work, so that a plan and the run
  * it describes hold the same layers on each stage. A third-party pipeline
- * plugin that uses it is planned as it runs. Since 1.33 also the text a
- * partition is written as (plait_partition_format): the ranges
- * `[parallel.pp] stages` takes, which the pp plugin logs and `plait plan
- * --explain` prints per stage.
+ * plugin that uses it is planned as it runs. Since 1.33 also the text of
+ * a partition, the ranges `[parallel.pp] stages` takes: its parser
+ * (plait_partition_parse, plait_partition_ranges), by which the pp plugin
+ * takes an explicit partition and `plait plan` predicts it, and its
+ * writer (plait_partition_format), whose text the plugin logs and `plait
+ * plan --explain` prints for each stage.
  *
  * Header-only: it calls nothing of the core (malloc and free only), so a
  * plugin using it loads in any core of ABI major 1. Reentrant and
@@ -17,6 +19,8 @@
 #ifndef PLAIT_PARTITION_UTIL_H
 #define PLAIT_PARTITION_UTIL_H
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +155,127 @@ static inline plait_status plait_partition_balanced(const double *costs, int32_t
 #undef PLAIT_PARTITION_AT_
     free(S), free(best), free(sq), free(cut);
     return st;
+}
+
+/* helpers of plait_partition_parse */
+static inline const char *plait_partition_skip_(const char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    return s;
+}
+/* a non-negative decimal integer (INT32_MAX where larger); NULL if none */
+static inline const char *plait_partition_index_(const char *s, long *out) {
+    s = plait_partition_skip_(s);
+    if (!isdigit((unsigned char)*s)) return NULL;
+    errno = 0;
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (errno == ERANGE || x > INT32_MAX) x = INT32_MAX;
+    *out = x;
+    return plait_partition_skip_(end);
+}
+
+/* The ranges an explicit partition's text gives: its comma-separated
+ * items, 0 for an empty or blank text (NULL too). Counts only; whether
+ * they make a partition is plait_partition_parse's to say. */
+static inline int32_t plait_partition_ranges(const char *text) {
+    if (!text || !*plait_partition_skip_(text)) return 0;
+    int32_t n = 1;
+    for (const char *s = text; *s; s++) n += *s == ',';
+    return n;
+}
+
+/* Parses an explicit partition, the text `[parallel.pp] stages` takes:
+ * "0-3,4-7" (also "5" for a one-layer chunk; spaces and tabs allowed),
+ * exactly k ranges of layer indices in model order covering layers
+ * 0 .. n_layers - 1 with no gap and no overlap, into k + 1 bounds as
+ * plait_partition_balanced writes them. Errors: PLAIT_ERR_INVALID_ARG
+ * (k < 1), else PLAIT_ERR_INVALID_CONFIG with a message naming the range
+ * and what is wrong (syntax, a reversed range, past the last layer, a gap,
+ * an overlap or ranges out of order, the wrong count, a first range not
+ * starting at 0 or a last not ending at n_layers - 1), beginning
+ * "stages: "; bounds are then unspecified. */
+static inline plait_status plait_partition_parse(const char *text, int32_t n_layers, int32_t k, int32_t *bounds,
+                                                 char *err, size_t err_len) {
+    const plait_status bad = PLAIT_ERR_INVALID_CONFIG;
+    if (k < 1)
+        return plait_partition_error(PLAIT_ERR_INVALID_ARG, err, err_len, "%d chunks requested: need at least 1", k);
+    if (!text || !*plait_partition_skip_(text))
+        return plait_partition_error(bad, err, err_len, "stages: empty: give %d layer ranges like 0-3,4-7", k);
+    const char *s = text;
+    int32_t count = 0;
+    long prev_hi = -1;
+    for (;;) {
+        count++;
+        const char *item = plait_partition_skip_(s);
+        long lo, hi;
+        const char *q = plait_partition_index_(item, &lo);
+        if (!q)
+            return plait_partition_error(bad, err, err_len,
+                                         "stages: range %d ('%.*s'): expected a layer index or a range a-b", count,
+                                         (int)strcspn(item, ","), item);
+        if (*q == '-') {
+            q = plait_partition_index_(q + 1, &hi);
+            if (!q)
+                return plait_partition_error(bad, err, err_len,
+                                             "stages: range %d ('%.*s'): expected a layer index after '-'", count,
+                                             (int)strcspn(item, ","), item);
+        } else {
+            hi = lo;
+        }
+        if (*q != ',' && *q != '\0')
+            return plait_partition_error(bad, err, err_len, "stages: range %d ('%.*s'): unexpected '%c'", count,
+                                         (int)strcspn(item, ","), item, *q);
+        int item_len = (int)(q - item);
+        while (item_len > 0 && (item[item_len - 1] == ' ' || item[item_len - 1] == '\t')) item_len--;
+        if (hi < lo)
+            return plait_partition_error(bad, err, err_len,
+                                         "stages: range %d ('%.*s') is empty: it ends before it starts", count,
+                                         item_len, item);
+        if (hi >= n_layers)
+            return plait_partition_error(
+                bad, err, err_len,
+                "stages: range %d ('%.*s') goes past the last layer %d (layers are 0 = embedding "
+                "... %d = head)",
+                count, item_len, item, n_layers - 1, n_layers - 1);
+        if (lo <= prev_hi)
+            return plait_partition_error(bad, err, err_len,
+                                         "stages: range %d ('%.*s') starts at layer %ld, which range %d already holds "
+                                         "(ranges overlap or are out of model order)",
+                                         count, item_len, item, lo, count - 1);
+        if (lo > prev_hi + 1) {
+            if (prev_hi < 0)
+                return plait_partition_error(bad, err, err_len,
+                                             "stages: the first range must start at layer 0 (the embedding), not %ld",
+                                             lo);
+            char missing[48];
+            if (lo == prev_hi + 2) snprintf(missing, sizeof missing, "layer %ld is", prev_hi + 1);
+            else snprintf(missing, sizeof missing, "layers %ld-%ld are", prev_hi + 1, lo - 1);
+            return plait_partition_error(bad, err, err_len,
+                                         "stages: gap: %s in no stage (range %d ends at %ld, range %d starts at %ld)",
+                                         missing, count - 1, prev_hi, count, lo);
+        }
+        if (count <= k) {
+            bounds[count - 1] = (int32_t)lo;
+            bounds[count] = (int32_t)hi + 1;
+        }
+        prev_hi = hi;
+        if (*q == '\0') break;
+        s = q + 1;
+    }
+    if (count != k)
+        return plait_partition_error(bad, err, err_len,
+                                     "stages: %d range%s given, need pp x virtual_stages = %d (one per model chunk, in "
+                                     "model order)",
+                                     count, count == 1 ? "" : "s", k);
+    if (prev_hi != n_layers - 1) {
+        char missing[48];
+        if (prev_hi + 1 == n_layers - 1) snprintf(missing, sizeof missing, "layer %d is", n_layers - 1);
+        else snprintf(missing, sizeof missing, "layers %ld-%d are", prev_hi + 1, n_layers - 1);
+        return plait_partition_error(bad, err, err_len,
+                                     "stages: %s in no stage: the last range must end at layer %d (the head)", missing,
+                                     n_layers - 1);
+    }
+    return PLAIT_OK;
 }
 
 /* Writes chunks first, first + stride, first + 2 stride, ... (< k) of a
