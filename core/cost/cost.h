@@ -151,6 +151,11 @@ typedef struct plait_cost_job {
                                * gradient (plugins/optim/common/zero.h) */
     int tp_overlap;           /* [parallel.tp] overlap: the input-gradient sums beside the weight gradients */
     int moments16;            /* [optim] moments = bf16: Adam's two moments 2 bytes each, not 4 */
+    int zero_inflight[4];     /* [optim.zeroZ] max_inflight, at z: the reductions (ZeRO-1: with their
+                               * received slices) that hold a unit-sized buffer at once (0 = 2, the
+                               * plugins' default; plugins/optim/common/zero_pool.c) */
+    int zero3_gathered;       /* layers ZeRO-3 holds gathered at once: [optim.zero3] prefetch_layers
+                               * + 1 (0 = 2, the default's); 1 (no prefetch) waits for every gather */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives

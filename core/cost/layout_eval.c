@@ -126,6 +126,19 @@ static int tp_overlap_of(const plait_config *cfg) {
 /* master's choices are auto, sharded, whole (plugins/optim/common/zero_state.c) */
 static int masters_of(const plait_config *cfg) { return zero12_bits(cfg, "master", 2); }
 
+/* [optim.zeroZ] max_inflight (z = 1, 2, 3) and [optim.zero3]
+ * prefetch_layers + 1, where the config has them (0 elsewhere: the
+ * defaults) */
+static void zero_buffers_of(const plait_config *cfg, int inflight[4], int *gathered) {
+    plait_value v;
+    for (int z = 1; z <= 3; z++) {
+        char sec[16];
+        snprintf(sec, sizeof sec, "optim.zero%d", z);
+        inflight[z] = plait_config_get(cfg, sec, "max_inflight", &v) == PLAIT_OK ? (int)v.i : 0;
+    }
+    *gathered = plait_config_get(cfg, "optim.zero3", "prefetch_layers", &v) == PLAIT_OK ? (int)v.i + 1 : 0;
+}
+
 void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     plait_cost_offload_of(cfg, &x->offload, &x->offload_buffer, &x->offload_params);
     x->whole_masters = masters_of(cfg);
@@ -133,6 +146,7 @@ void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     x->grad_accum16 = grad_accum16_of(cfg);
     x->moments16 = moments16_of(cfg);
     x->tp_overlap = tp_overlap_of(cfg);
+    zero_buffers_of(cfg, x->zero_inflight, &x->zero3_gathered);
 }
 
 /* The fields of a job that its context holds. */
@@ -147,6 +161,8 @@ static void job_keys(const plait_cost_ctx *x, plait_cost_job *j) {
     j->grad_accum16 = x->grad_accum16;
     j->moments16 = x->moments16;
     j->tp_overlap = x->tp_overlap;
+    memcpy(j->zero_inflight, x->zero_inflight, sizeof j->zero_inflight);
+    j->zero3_gathered = x->zero3_gathered;
 }
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {

@@ -105,16 +105,20 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * tensors of one layer up to the unit size (plait_cost_zero_unit_bytes),
      * a larger tensor being one alone, so P is the layer where it is
      * smaller than that, else the larger of the unit size and the largest
-     * tensor. Stage 1 keeps two units in flight with their shards,
-     * 2 (P + P/n); stage 2 a layer's gradients plus two units, U + 2P;
-     * stage 3 also the gathered parameters of the running layer and the
-     * prefetched one. */
+     * tensor. Stage 1 keeps f units in flight with their shards,
+     * f (P + P/n); stage 2 a layer's gradients plus f units, U + f P;
+     * stage 3 also the gathered parameters of g layers, the running one
+     * and those prefetched. f is [optim.zeroN] max_inflight (2 by
+     * default), g [optim.zero3] prefetch_layers + 1 (2), as the plugins
+     * declare their buffers (zero_pool.c, zero_buffer_bytes). */
     if (j->zero > 0 && n > 1) {
         double layer = r->largest_layer_numel, unit = plait_cost_zero_unit_bytes(j->bucket_bytes, j->zero, (int)n) / 4;
         double big = r->largest_tensor_numel > unit ? r->largest_tensor_numel : unit;
         double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
-        if (j->zero == 1 && !accum16) out->buffers += 2 * (P + P / n);
-        else out->buffers += U + 2 * P + (j->zero == 3 ? 2 * b.weight * layer : 0);
+        const double f = j->zero_inflight[j->zero] > 0 ? j->zero_inflight[j->zero] : 2;
+        const double g = j->zero3_gathered > 0 ? j->zero3_gathered : 2;
+        if (j->zero == 1 && !accum16) out->buffers += f * (P + P / n);
+        else out->buffers += U + f * P + (j->zero == 3 ? g * b.weight * layer : 0);
         /* the widening piece of the bf16 sums or slices (ZERO_ACC_CHUNK) */
         if (sum16 || slice16) out->buffers += b.grad * 65536;
     }

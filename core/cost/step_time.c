@@ -123,7 +123,8 @@ static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
  * each layer's weights before its forward and again before its backward, of
  * every micro-batch. The reduction of every part but the last hides behind
  * the backward pass; ZeRO-3's gathers are prefetched except the first
- * layer's. */
+ * layer's, and without prefetch ([optim.zero3] prefetch_layers = 0) each
+ * layer's hook waits for its own. */
 static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, double *hidden, double *exposed,
                      double *ahead, double *bytes) {
     plait_cost_bytes b;
@@ -179,8 +180,14 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         /* a gather a unit (zero_gather.c's start_gather), and units never
          * span two layers */
         if (r->tensors <= 0) units = layers;
-        *hidden = rs + dp_gathers(d, W * w, units > layers ? units : layers, 2 * m) - first;
-        *exposed = first;
+        const double gathers = dp_gathers(d, W * w, units > layers ? units : layers, 2 * m);
+        if (j->zero3_gathered == 1) { /* no prefetch */
+            *hidden = rs;
+            *exposed = gathers;
+        } else {
+            *hidden = rs + gathers - first;
+            *exposed = first;
+        }
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
 }

@@ -108,6 +108,23 @@ static void test_memory_zero_formulas(void **state) {
     j.zero = 3;
     plait_cost_memory(&r, &j, 1e6, &m);
     NEAR(m.buffers, 8e5 + 2 * 2e5 + 2 * 8e5);
+    /* [optim.zero3] max_inflight = 3 and prefetch_layers = 0 (one layer
+     * gathered at a time), then 2 (three) */
+    j.zero_inflight[3] = 3, j.zero3_gathered = 1;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 8e5 + 3 * 2e5 + 8e5);
+    j.zero3_gathered = 3;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 8e5 + 3 * 2e5 + 3 * 8e5);
+    /* [optim.zero1] max_inflight = 4; another stage's key leaves it */
+    j.zero = 1;
+    j.zero_inflight[1] = 4;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 4 * (2e5 + 5e4));
+    j.zero_inflight[1] = 0;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.buffers, 2 * (2e5 + 5e4));
+    j.zero_inflight[3] = 0, j.zero3_gathered = 0;
     /* the bucket larger than the largest tensor: units of the bucket */
     j.bucket_bytes = 4e5;
     j.zero = 2;
@@ -400,6 +417,12 @@ static void test_time_dp_buckets(void **state) {
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_hidden, 30 * 1e-5 - 1e-5);
     NEAR(t.dp_exposed, 1e-5);
+    /* [optim.zero3] prefetch_layers = 0: each hook waits for its layer's
+     * gathers, 20 collectives exposed; only the reductions hide */
+    j.zero3_gathered = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 10 * 1e-5);
+    NEAR(t.dp_exposed, 20 * 1e-5);
 }
 
 /* What the DP reduction hides behind. Plain DP starts its buckets at the

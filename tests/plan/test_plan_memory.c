@@ -451,8 +451,9 @@ static int emu_built(void) {
     return access(f, R_OK) == 0;
 }
 
-/* memory.csv of run `out`: per rank param, grad, optim_state, activation bytes */
-static int read_memory_csv(const char *out, double rows[][4], int cap) {
+/* memory.csv of run `out`: per rank param, grad, optim_state, activation
+ * and buffer bytes */
+static int read_memory_csv(const char *out, double rows[][5], int cap) {
     char path[4300];
     snprintf(path, sizeof path, "%s/memory.csv", out);
     char *text = zt_slurp(path), *save = NULL;
@@ -466,43 +467,48 @@ static int read_memory_csv(const char *out, double rows[][4], int cap) {
         if (sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
                    &v[8]) != 9)
             fail_msg("%s: unreadable row %s", path, line);
-        rows[n][0] = v[4], rows[n][1] = v[5], rows[n][2] = v[6], rows[n][3] = v[8];
+        rows[n][0] = v[4], rows[n][1] = v[5], rows[n][2] = v[6], rows[n][3] = v[8], rows[n][4] = v[7];
         n++;
     }
     free(text);
     return n;
 }
 
-static void check_layout(const layout *l, int *worse) {
+/* Layout l predicted as `plait config check` predicts it (returned, n
+ * ranks) and run into `out`. */
+static plait_cost_mem *predict_and_run(const layout *l, const char *out, int *n) {
     int nover = 0;
     while (l->over[nover]) nover++;
     if (nover > 10) fail_msg("%s: %d overrides; the run takes 10 (zt_train's arguments)", l->name, nover);
-    /* the prediction, as `plait config check` makes it */
     plait_config *cfg = NULL;
     if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
         fail_msg("%s: %s", l->name, plait_last_error());
     plait_cli_device dev;
     plait_cli_device_ask(cfg, &dev);
-    int n = 0;
-    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev.cost, &n);
+    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev.cost, n);
     if (!pred) fail_msg("%s: no prediction: %s", l->name, plait_last_error());
     plait_config_free(cfg);
-    /* the run */
-    char out[4300];
-    snprintf(out, sizeof out, "%s/run%d", dir, (int)(l - layouts));
     const char *argv[12];
     int k = 0;
     for (int i = 0; i < nover; i++) argv[k++] = l->over[i];
     while (k < 12) argv[k++] = NULL;
-    zt_train(ini, n, out, 120, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8], argv[9],
-             (char *)NULL);
+    zt_train(ini, *n, out, 120, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8],
+             argv[9], (char *)NULL);
+    return pred;
+}
+
+static void check_layout(const layout *l, int *worse) {
+    char out[4300];
+    snprintf(out, sizeof out, "%s/run%d", dir, (int)(l - layouts));
+    int n = 0;
+    plait_cost_mem *pred = predict_and_run(l, out, &n);
     char log[4400];
     snprintf(log, sizeof log, "%s.log", out);
     char *text = zt_slurp(log);
     int said_bf16 = strstr(text, "plait: activations bf16") != NULL;
     free(text);
     if (said_bf16 != l->bf16) fail_msg("%s: the run's activations are %s", l->name, said_bf16 ? "bf16" : "float32");
-    double real[8][4];
+    double real[8][5];
     int got = read_memory_csv(out, real, 8);
     assert_int_equal(got, n);
     static const char *const what[4] = {"parameters", "gradients", "optimizer state", "activations"};
@@ -576,8 +582,64 @@ static void test_planned_devices(void **state) {
     }
 }
 
+/* ZeRO's working buffers follow the keys that size them, in the planner's
+ * count as in the buffers the plugins declare (memory.csv's buffer_bytes):
+ * [optim.zeroN] max_inflight (the reductions holding a unit's buffer at
+ * once) and [optim.zero3] prefetch_layers (the layers gathered at once).
+ * Compared as the change from the defaults' run, which leaves out what
+ * the two counts hold differently and the same in both runs (the
+ * collective scratch the planner counts, the tied copy's gradient the
+ * plugins do); to 0.5% of the change, the units' padding apart. */
+static void test_zero_buffers_follow_keys(void **state) {
+    (void)state;
+    static const layout runs[][3] = {
+        {{"zero3 defaults", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", NULL}, 0, 0},
+         {"zero3 no prefetch, 1 in flight",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", "optim.zero3.prefetch_layers=0",
+           "optim.zero3.max_inflight=1", NULL},
+          0,
+          0},
+         {"zero3 prefetch 3, 4 in flight",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", "optim.zero3.prefetch_layers=3",
+           "optim.zero3.max_inflight=4", NULL},
+          0,
+          0}},
+        {{"zero1 defaults", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", NULL}, 0, 0},
+         {"zero1 1 in flight",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.max_inflight=1", NULL},
+          0,
+          0},
+         {"zero1 5 in flight",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.max_inflight=5", NULL},
+          0,
+          0}},
+    };
+    for (size_t g = 0; g < sizeof runs / sizeof runs[0]; g++) {
+        double pred[3], real[3];
+        for (int i = 0; i < 3; i++) {
+            char out[4300];
+            snprintf(out, sizeof out, "%s/buffers%zu-%d", dir, g, i);
+            int n = 0;
+            plait_cost_mem *p = predict_and_run(&runs[g][i], out, &n);
+            double rows[8][5];
+            assert_int_equal(read_memory_csv(out, rows, 8), n);
+            pred[i] = p[0].buffers, real[i] = rows[0][4];
+            free(p);
+        }
+        for (int i = 1; i < 3; i++) {
+            double dp = pred[i] - pred[0], dr = real[i] - real[0];
+            fprintf(stderr, "%-32s buffers predicted %.0f, declared %.0f: %+.0f and %+.0f from the defaults'\n",
+                    runs[g][i].name, pred[i], real[i], dp, dr);
+            if (dr == 0 || fabs(dp - dr) > 0.005 * fabs(dr))
+                fail_msg("%s: the buffers change by %.0f bytes in the planner's count, %.0f in the plugin's",
+                         runs[g][i].name, dp, dr);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_planned_devices),
-                                       cmocka_unit_test(test_prediction_by_category)};
+                                       cmocka_unit_test(test_prediction_by_category),
+                                       cmocka_unit_test(test_zero_buffers_follow_keys)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
