@@ -156,6 +156,8 @@ typedef struct plait_cost_job {
                                * plugins' default; plugins/optim/common/zero_pool.c) */
     int zero3_gathered;       /* layers ZeRO-3 holds gathered at once: [optim.zero3] prefetch_layers
                                * + 1 (0 = 2, the default's); 1 (no prefetch) waits for every gather */
+    int dp_serial;            /* [parallel.dp] overlap = false: plain DP (adam) starts its buckets'
+                               * all-reduces after the backward pass, none hidden behind it */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives

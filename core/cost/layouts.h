@@ -162,6 +162,7 @@ typedef struct plait_cost_ctx {
     int tp_overlap;
     int zero_inflight[4];     /* [optim.zeroZ] max_inflight, at z (0 = the plugins' default, 2) */
     int zero3_gathered;       /* [optim.zero3] prefetch_layers + 1 (0 = the default's, 2) */
+    int dp_serial;            /* [parallel.dp] overlap = false: plain DP reduces after the backward */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
@@ -189,8 +190,8 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
  * grad_accum = bf16); moments16 ([optim] moments = bf16); tp_overlap
  * ([parallel.tp] overlap, true where unset, the tp plugin's default);
  * zero_inflight and zero3_gathered ([optim.zeroN] max_inflight, [optim.zero3]
- * prefetch_layers: the ZeRO working buffers they size). The other fields
- * are left as they are. */
+ * prefetch_layers: the ZeRO working buffers they size); dp_serial
+ * ([parallel.dp] overlap = false). The other fields are left as they are. */
 void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x);
 /* [optim.zeroN] master of `cfg` (finalized) on ranks whose model reads
  * the weights' bf16 copy (bf16 1) or float32 weights (bf16 0): `plait

@@ -124,7 +124,8 @@ static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
  * every micro-batch. The reduction of every part but the last hides behind
  * the backward pass; ZeRO-3's gathers are prefetched except the first
  * layer's, and without prefetch ([optim.zero3] prefetch_layers = 0) each
- * layer's hook waits for its own. */
+ * layer's hook waits for its own. Plain DP with [parallel.dp] overlap =
+ * false starts its buckets after the backward: nothing hides. */
 static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, double *hidden, double *exposed,
                      double *ahead, double *bytes) {
     plait_cost_bytes b;
@@ -151,6 +152,10 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         if (j->zero == 0) {
             *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
             *exposed = dp_allreduce(d, last, 1);
+            if (j->dp_serial) { /* [parallel.dp] overlap = false: every bucket after the backward */
+                *exposed += *hidden;
+                *hidden = 0;
+            }
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
             *hidden = S > last ? dp_gather(d, S - last, parts) : 0;

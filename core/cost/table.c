@@ -294,16 +294,17 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,
                 "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
-                "network; %s, %.4f s exposed (the last bucket%s)\n",
+                "network; %s, %.4f s exposed (%s)\n",
                 l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
                 plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
-                plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
-                    ? ", every layer's gathers: [optim.zero3] prefetch_layers = 0"
-                : plait_cost_zero_stage(l->optim) == 3 ? ", the first layer's gather"
-                : t->dp_ahead > 0                      ? ", the updated weights' first unit's all-gather"
-                : plait_cost_zero_stage(l->optim) > 0  ? ", the updated weights' all-gather"
-                                                       : "");
+                plait_cost_zero_stage(l->optim) == 0 && x->dp_serial ? "every bucket: [parallel.dp] overlap = false"
+                : plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
+                    ? "the last bucket, every layer's gathers: [optim.zero3] prefetch_layers = 0"
+                : plait_cost_zero_stage(l->optim) == 3 ? "the last bucket, the first layer's gather"
+                : t->dp_ahead > 0                      ? "the last bucket, the updated weights' first unit's all-gather"
+                : plait_cost_zero_stage(l->optim) > 0  ? "the last bucket, the updated weights' all-gather"
+                                                       : "the last bucket");
     else
         fprintf(out, "  DP  none (dp 1)\n");
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",

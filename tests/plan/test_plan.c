@@ -403,6 +403,12 @@ static void test_time_dp_buckets(void **state) {
     r.tensors = 1000; /* small tensors fill buckets */
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_hidden, 159 * 2e-5);
+    /* [parallel.dp] overlap = false: the same buckets, all after the backward */
+    j.dp_serial = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_hidden, 0.0);
+    NEAR(t.dp_exposed, 160 * 2e-5);
+    j.dp_serial = 0;
     /* ZeRO-2: a reduce-scatter of each unit, n - 1 latencies, and the
      * updated weights' all-gather as many */
     j.zero = 2;
