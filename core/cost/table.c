@@ -198,6 +198,28 @@ const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_t
     return buf;
 }
 
+/* The DP line of --explain: the group's collectives, where they run and
+ * what of them the step waits for (plait_cost_time's dp_*), naming the
+ * key that exposes them where one does. */
+static void print_dp(FILE *out, const plait_cost_layout *l, const plait_cost_ctx *x, const plait_cost_time *t) {
+    char overlap[320];
+    if (l->dp * plait_cost_layout_cp(l) > 1)
+        fprintf(out,
+                "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
+                "network; %s, %.4f s exposed (%s)\n",
+                l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
+                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
+                plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
+                plait_cost_zero_stage(l->optim) == 0 && x->dp_serial ? "every bucket: [parallel.dp] overlap = false"
+                : plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
+                    ? "every layer's gathers: [optim.zero3] prefetch_layers = 0"
+                : plait_cost_zero_stage(l->optim) == 3 ? "the last bucket, the first layer's gather"
+                : t->dp_ahead > 0                      ? "the last bucket, the updated weights' first unit's all-gather"
+                : plait_cost_zero_stage(l->optim) > 0  ? "the last bucket, the updated weights' all-gather"
+                                                       : "the last bucket");
+    else fprintf(out, "  DP  none (dp 1)\n");
+}
+
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
                               const plait_cost_ctx *x, const char *memory_for) {
     const plait_cost_layout *l = &r->layout;
@@ -290,23 +312,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  PP  none (pp 1)\n");
     print_cp(out, l, bs, t);
     print_ep(out, l, bs, t);
-    char overlap[320];
-    if (l->dp * plait_cost_layout_cp(l) > 1)
-        fprintf(out,
-                "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
-                "network; %s, %.4f s exposed (%s)\n",
-                l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
-                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
-                plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
-                plait_cost_zero_stage(l->optim) == 0 && x->dp_serial ? "every bucket: [parallel.dp] overlap = false"
-                : plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
-                    ? "the last bucket, every layer's gathers: [optim.zero3] prefetch_layers = 0"
-                : plait_cost_zero_stage(l->optim) == 3 ? "the last bucket, the first layer's gather"
-                : t->dp_ahead > 0                      ? "the last bucket, the updated weights' first unit's all-gather"
-                : plait_cost_zero_stage(l->optim) > 0  ? "the last bucket, the updated weights' all-gather"
-                                                       : "the last bucket");
-    else
-        fprintf(out, "  DP  none (dp 1)\n");
+    print_dp(out, l, x, t);
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
             l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);
     fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n",
