@@ -175,6 +175,12 @@ int32_t plait_sum_tree_max_levels(int32_t leaves) {
     return l + 1;
 }
 
+int32_t plait_sum_tree_levels_used(int32_t leaves) {
+    /* leaf j < leaves - 1 leaves its block on the level of j's trailing
+     * ones (add_leaf), the highest at the largest j = 2^k - 1 <= leaves - 2 */
+    return leaves <= 1 ? 0 : (leaves == 2 ? 1 : plait_sum_tree_max_levels(leaves - 1));
+}
+
 void plait_sum_tree_free(plait_sum_tree *t) {
     if (!t) return;
     for (int k = 0; k < MAX_LEVELS; k++) {

@@ -6,8 +6,8 @@
  * collectives (coll/coll_ordered.c) and the step's loss; plugins reach the
  * streaming tree through host->sum_tree (core/host/host_table.c).
  *
- * It lives in comm because it combines elements with the collectives'
- * reduction kernels (coll/reduce.h); it calls nothing above comm.
+ * It lives in coll because it combines elements with the collectives'
+ * reduction kernels (coll/reduce.h); it calls nothing above coll.
  *
  * Two ways to feed it, one tree:
  *   - streaming (plait_sum_tree_create/add): leaves arrive one by one and
@@ -37,6 +37,12 @@ plait_status plait_sum_tree_add(plait_sum_tree *t, int32_t j, const void *value,
                                 size_t offset, size_t n, int *done);
 size_t plait_sum_tree_bytes(const plait_sum_tree *t);
 int32_t plait_sum_tree_max_levels(int32_t leaves);
+/* The level arrays a streaming tree of `leaves` leaves has allocated once
+ * every leaf is added: one for each level its binary counter leaves a
+ * block pending on, floor(log2(leaves - 1)) + 1 from two leaves (none for
+ * one), at most plait_sum_tree_max_levels(leaves). plait_sum_tree_bytes
+ * is then that many arrays of the tree's count. Pure. */
+int32_t plait_sum_tree_levels_used(int32_t leaves);
 void plait_sum_tree_free(plait_sum_tree *t);
 
 /* dst = the tree over leaves[0..n) (n >= 1), `count` elements each. work[i]

@@ -52,6 +52,8 @@ typedef struct plait_cost_rank {
     double width;                /* the model's width over tp: its products' inner size on this rank (0 = not known) */
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
+    double flat_numel;           /* its flat gradient's elements: every local tensor, a tied copy
+                                    too, each starting on a 16-float boundary (train/run_params.c) */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
     double largest_tensor_numel; /* its largest parameter's elements it holds: the slice tp and ep leave it */
     double tensors;              /* the parameter tensors it holds (0 = not known): the most DP buckets
@@ -158,6 +160,9 @@ typedef struct plait_cost_job {
                                * + 1 (0 = 2, the default's); 1 (no prefetch) waits for every gather */
     int dp_serial;            /* [parallel.dp] overlap = false: plain DP (adam) starts its buckets'
                                * all-reduces after the backward pass, none hidden behind it */
+    int deterministic;        /* [run] deterministic: over more than one micro-batch a step the
+                               * gradients are summed in the canonical tree (plait/sum_tree.h),
+                               * whose levels count among the buffers */
     /* bytes an element of a tp collective or a pipeline send takes on the
      * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
      * activations' type, where the comm plugin runs the core's collectives

@@ -123,6 +123,11 @@ static int dp_serial_of(const plait_config *cfg) {
     return plait_config_get(cfg, "parallel.dp", "overlap", &v) == PLAIT_OK && v.i == 0; /* default true */
 }
 
+static int deterministic_of(const plait_config *cfg) {
+    plait_value v;
+    return plait_config_get(cfg, "run", "deterministic", &v) == PLAIT_OK && v.i;
+}
+
 static int tp_overlap_of(const plait_config *cfg) {
     plait_value v;
     return plait_config_get(cfg, "parallel.tp", "overlap", &v) != PLAIT_OK || v.i != 0; /* the plugin's default */
@@ -153,6 +158,7 @@ void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     x->tp_overlap = tp_overlap_of(cfg);
     zero_buffers_of(cfg, x->zero_inflight, &x->zero3_gathered);
     x->dp_serial = dp_serial_of(cfg);
+    x->deterministic = deterministic_of(cfg);
 }
 
 /* The fields of a job that its context holds. */
@@ -170,6 +176,7 @@ static void job_keys(const plait_cost_ctx *x, plait_cost_job *j) {
     memcpy(j->zero_inflight, x->zero_inflight, sizeof j->zero_inflight);
     j->zero3_gathered = x->zero3_gathered;
     j->dp_serial = x->dp_serial;
+    j->deterministic = x->deterministic;
 }
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "coll/sum_tree.h"
+
 void plait_cost_bytes_of(plait_cost_bytes *out) {
     /* Parameters, gradients and Adam's moments are float32 in every
      * precision (the parameters are their own master weights: the update
@@ -121,6 +123,18 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         else out->buffers += U + f * P + (j->zero == 3 ? g * b.weight * layer : 0);
         /* the widening piece of the bf16 sums or slices (ZERO_ACC_CHUNK) */
         if (sum16 || slice16) out->buffers += b.grad * 65536;
+    }
+    /* [run] deterministic over more than one micro-batch a step: the
+     * micro-batches' gradients are summed in the canonical tree
+     * (coll/sum_tree.h), one array of the rank's flat gradient a level.
+     * Where the core keeps the gradients (adam, ZeRO-1) it allocates the
+     * levels its counter reaches and the scratch each micro-batch's
+     * gradient lands in (train/run_params.c); ZeRO-2/3 declare their
+     * tree's most levels over their units (plugins/optim/common/zero_state.c) */
+    if (j->deterministic && r->micro_batches > 1) {
+        const double level = b.grad * r->flat_numel;
+        const int32_t m = r->micro_batches;
+        out->buffers += level * (j->zero >= 2 ? plait_sum_tree_max_levels(m) : plait_sum_tree_levels_used(m) + 1);
     }
     out->process = process_bytes;
     out->total = out->param + out->grad + out->state + out->activations + out->buffers + out->process;

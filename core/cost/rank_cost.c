@@ -1,6 +1,7 @@
 /* A rank's FLOPs, parameters, activations and messages from its plan. */
 #include "cost/rank_cost.h"
 
+#include <math.h>
 #include <string.h>
 
 #include <plait/partition_util.h>
@@ -164,14 +165,13 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int32_t g = 0; g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer)) continue;
-        if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
         double e = plan->shards ? shard_numel(plan, p, g) : (double)p->numel;
-        if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) { /* its E / ep experts */
-            /* the core's prefilled plan splits them over ep already */
-            int split = plan->shards && plan->shards[g].dim == 0 && plan->shards[g].parts > 1;
-            if (!split) e /= ep;
-            out->expert_numel += e;
-        }
+        /* its E / ep experts (the core's prefilled plan splits them over ep already) */
+        const int experts = (p->flags & PLAIT_PARAM_EXPERT) && ep > 1;
+        if (experts && !(plan->shards && plan->shards[g].dim == 0 && plan->shards[g].parts > 1)) e /= ep;
+        if (!(p->flags & PLAIT_PARAM_BUFFER)) out->flat_numel += 16 * ceil(e / 16);
+        if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
+        if (experts) out->expert_numel += e;
         out->param_numel += e;
         if (e > out->largest_tensor_numel) out->largest_tensor_numel = e;
         out->tensors++;

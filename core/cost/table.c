@@ -181,8 +181,9 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
             m->activations / GiB, ms->bf16 ? "bf16 where the products read and write them" : "float32",
             plait_cost_recompute_name(l->recompute), stages[0].micro_batches, stages[0].micro_batches == 1 ? "" : "es",
             (long long)l->micro_batch);
-    fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
-            z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");
+    fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s%s)\n", m->buffers / GiB,
+            z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "",
+            x->deterministic && stages[0].micro_batches > 1 ? ", the deterministic summation tree" : "");
     fprintf(out, "  process     %10.2f GiB\n", m->process / GiB);
     if (m->host_state > 0 || m->disk > 0)
         fprintf(out, "  offloaded   %10.2f GiB of host memory, %.2f GiB on disk ([optim] offload; not in the total)\n",

@@ -33,6 +33,11 @@
  * 0.1% of a shard. Buffers are not compared (the collective scratch is
  * the transports', not in the report).
  *
+ * test_zero_buffers_follow_keys compares the buffers too, as a change
+ * from one run to another: ZeRO's working buffers as [optim.zeroN]
+ * max_inflight and [optim.zero3] prefetch_layers size them, and [run]
+ * deterministic's summation tree (adam's in the core, ZeRO-2's own).
+ *
  * The cuda_emu layouts are skipped, and said so, where the emulator is not
  * built (no CUDA toolkit, sanitizer builds); the others always run.
  */
@@ -611,6 +616,38 @@ static void test_zero_buffers_follow_keys(void **state) {
           0},
          {"zero1 5 in flight",
           {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", "optim.zero1.max_inflight=5", NULL},
+          0,
+          0}},
+        /* [run] deterministic's summation tree: the core's over adam's
+         * gradients, ZeRO-2's own over its units, at 4 and 8 or 2
+         * micro-batches a step */
+        {{"adam 4 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "data.global_batch=8", "data.micro_batch=1", NULL},
+          0,
+          0},
+         {"adam deterministic, 4 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "data.global_batch=8", "data.micro_batch=1", "run.deterministic=true",
+           NULL},
+          0,
+          0},
+         {"adam deterministic, 8 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "data.global_batch=16", "data.micro_batch=1", "run.deterministic=true",
+           NULL},
+          0,
+          0}},
+        {{"zero2 4 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero2", "data.global_batch=8", "data.micro_batch=1",
+           NULL},
+          0,
+          0},
+         {"zero2 deterministic, 4 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero2", "data.global_batch=8", "data.micro_batch=1",
+           "run.deterministic=true", NULL},
+          0,
+          0},
+         {"zero2 deterministic, 2 micro-batches",
+          {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero2", "data.global_batch=4", "data.micro_batch=1",
+           "run.deterministic=true", NULL},
           0,
           0}},
     };

@@ -138,6 +138,9 @@ static void run_tree(const float *mbs, int32_t m, size_t n, float *out) {
         assert_int_equal(plait_sum_tree_add(t, j, fresh, out, 0, n / 2, NULL), PLAIT_OK);
         assert_int_equal(plait_sum_tree_add(t, j, fresh + n / 2, out + n / 2, n / 2, n - n / 2, NULL), PLAIT_OK);
     }
+    /* the levels it allocated are those the planner counts (cost/memory.c) */
+    assert_int_equal(plait_sum_tree_bytes(t), (size_t)plait_sum_tree_levels_used(m) * n * sizeof(float));
+    assert_true(plait_sum_tree_levels_used(m) <= plait_sum_tree_max_levels(m));
     free(fresh);
     plait_sum_tree_free(t);
 }
