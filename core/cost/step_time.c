@@ -122,7 +122,8 @@ static double parts_of(const plait_cost_rank *r, double bytes, double bucket) {
  * buffer), ZeRO-2 all-gathers the updated weights once, ZeRO-3 all-gathers
  * each layer's weights before its forward and again before its backward, of
  * every micro-batch. The reduction of every part but the last hides behind
- * the backward pass; ZeRO-3's gathers are prefetched except the first
+ * the backward pass (ZeRO-2/3: the last micro-batch's last unit is
+ * exposed); ZeRO-3's gathers are prefetched except the first
  * layer's, and without prefetch ([optim.zero3] prefetch_layers = 0) each
  * layer's hook waits for its own. Plain DP with [parallel.dp] overlap =
  * false starts its buckets after the backward: nothing hides. */
@@ -186,12 +187,14 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
          * span two layers */
         if (r->tensors <= 0) units = layers;
         const double gathers = dp_gathers(d, W * w, units > layers ? units : layers, 2 * m);
+        /* the last unit's reduce-scatter, after the last backward, as ZeRO-2's */
+        const double tail = dp_gather(d, last, 1);
         if (j->zero3_gathered == 1) { /* no prefetch */
-            *hidden = rs;
-            *exposed = gathers;
+            *hidden = rs - tail;
+            *exposed = tail + gathers;
         } else {
-            *hidden = rs + gathers - first;
-            *exposed = first;
+            *hidden = rs - tail + gathers - first;
+            *exposed = tail + first;
         }
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }

@@ -213,7 +213,7 @@ static void print_dp(FILE *out, const plait_cost_layout *l, const plait_cost_ctx
                 plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 0 && x->dp_serial ? "every bucket: [parallel.dp] overlap = false"
                 : plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
-                    ? "every layer's gathers: [optim.zero3] prefetch_layers = 0"
+                    ? "the last bucket and every layer's gathers: [optim.zero3] prefetch_layers = 0"
                 : plait_cost_zero_stage(l->optim) == 3 ? "the last bucket, the first layer's gather"
                 : t->dp_ahead > 0                      ? "the last bucket, the updated weights' first unit's all-gather"
                 : plait_cost_zero_stage(l->optim) > 0  ? "the last bucket, the updated weights' all-gather"
