@@ -67,6 +67,9 @@ typedef struct dp_net {
     const plait_cluster *c;
     route r;
     int n, hier;
+    int ordered;         /* [run] deterministic: the reductions run the ordered algorithm, each
+                  * rank sending every owner its piece directly (coll/coll_ordered.c):
+                  * the ring's bytes, never hierarchical */
     double intra, inter; /* seconds on each link so far */
 } dp_net;
 
@@ -98,8 +101,22 @@ static double dp_gathers(dp_net *d, double bytes, double parts, double times) {
 
 static double dp_gather(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 1); }
 
-/* an all-reduce: a reduce-scatter and an all-gather of the same bytes */
-static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 2); }
+/* The DP group of `size` ranks `stride` apart in a world of n. */
+static dp_net dp_net_of(const plait_cluster *c, const plait_cost_job *j, int n, int size, int stride) {
+    return (dp_net){
+        .c = c, .r = route_of(c, n, size, stride), .n = size, .hier = j->hierarchical, .ordered = j->deterministic};
+}
+
+/* `times` reductions (reduce-scatters, or all-reduces at twice the times:
+ * a reduce-scatter and an all-gather of the same bytes) of `bytes` each:
+ * as dp_gathers, flat where they run ordered */
+static double dp_sums(dp_net *d, double bytes, double parts, double times) {
+    const int hier = d->hier;
+    if (d->ordered) d->hier = 0;
+    const double t = dp_gathers(d, bytes, parts, times);
+    d->hier = hier;
+    return t;
+}
 
 static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
 
@@ -151,19 +168,19 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         double parts = parts_of(r, S - last, unit * g);
         if (j->zero == 1 && grown && parts < layers - 1) parts = layers - 1;
         if (j->zero == 0) {
-            *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
-            *exposed = dp_allreduce(d, last, 1);
+            *hidden = S > last ? dp_sums(d, S - last, parts, 2) : 0; /* no bucket before the last */
+            *exposed = dp_sums(d, last, 1, 2);
             if (j->dp_serial) { /* [parallel.dp] overlap = false: every bucket after the backward */
                 *exposed += *hidden;
                 *hidden = 0;
             }
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
-            *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
+            *hidden = S > last ? dp_sums(d, S - last, parts, 1) : 0;
             double units = parts_of(r, W, unit);
             if (grown && units < layers) units = layers;
             double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
-            *exposed = dp_gather(d, last, 1) + first;
+            *exposed = dp_sums(d, last, 1, 1) + first;
             *ahead = ag - first;
             *bytes = (n - 1.0) / n * (S + W * w);
         }
@@ -172,9 +189,9 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     /* stages 2 and 3: every micro-batch's gradients */
     double G = W * g, last = G < unit * g ? G : unit * g, units = parts_of(r, W, unit);
     if (grown && units < layers) units = layers;
-    double rs = dp_gathers(d, G, units, m);
+    double rs = dp_sums(d, G, units, m);
     if (j->zero == 2) {
-        double tail = dp_gather(d, last, 1);
+        double tail = dp_sums(d, last, 1, 1);
         double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
         *hidden = rs - tail;
         *exposed = tail + first;
@@ -188,7 +205,7 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         if (r->tensors <= 0) units = layers;
         const double gathers = dp_gathers(d, W * w, units > layers ? units : layers, 2 * m);
         /* the last unit's reduce-scatter, after the last backward, as ZeRO-2's */
-        const double tail = dp_gather(d, last, 1);
+        const double tail = dp_sums(d, last, 1, 1);
         if (j->zero3_gathered == 1) { /* no prefetch */
             *hidden = rs - tail;
             *exposed = tail + gathers;
@@ -442,8 +459,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->bubble = r->bubble;
         }
         if (tp_s + pp_s + cp_s + ep_s > comm_max) comm_max = tp_s + pp_s + cp_s + ep_s;
-        dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical}; /* dp x cp */
-        dp_net edp = {.c = c, .r = route_of(c, n, dp / ep, tp * ep), .n = dp / ep, .hier = j->hierarchical};
+        dp_net d = dp_net_of(c, j, n, dp, tp), edp = dp_net_of(c, j, n, dp / ep, tp * ep); /* d: dp x cp */
         double h, e, a, b;
         if (ep > 1 && r->expert_numel > 0) dp_times_ep(r, j, &d, &edp, &h, &e, &a, &b);
         else dp_times(r, j, &d, &h, &e, &a, &b);

@@ -206,11 +206,12 @@ static void print_dp(FILE *out, const plait_cost_layout *l, const plait_cost_ctx
     char overlap[320];
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,
-                "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
+                "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s%s): %.4f s on the intra-node link, %.4f s on the "
                 "network; %s, %.4f s exposed (%s)\n",
                 l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
-                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter,
-                plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
+                t->dp_hierarchical ? ", hierarchical across nodes" : "",
+                x->deterministic ? ", the reductions ordered and flat ([run] deterministic)" : "", t->dp_intra,
+                t->dp_inter, plait_cost_dp_overlap_text(overlap, sizeof overlap, t), t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 0 && x->dp_serial ? "every bucket: [parallel.dp] overlap = false"
                 : plait_cost_zero_stage(l->optim) == 3 && x->zero3_gathered == 1
                     ? "the last bucket and every layer's gathers: [optim.zero3] prefetch_layers = 0"

@@ -371,6 +371,19 @@ static void test_time_hierarchy(void **state) {
     NEAR(t.dp_intra, 2 * 3 * (S / 4) / 1e11);
     NEAR(t.dp_inter, 2 * 1 * (S / 4 / 2) / 5e9);
     assert_true(t.dp_hierarchical);
+    /* [run] deterministic: the ordered all-reduce sends each owner its
+     * piece directly, flat over the network as the ring */
+    j.deterministic = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_inter, 2 * 7 * (S / 8) / 5e9);
+    assert_true(t.dp_intra == 0);
+    /* ZeRO-1: its reduce-scatter flat, the updated weights' all-gather
+     * still hierarchical */
+    j.zero = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_inter, 7 * (S / 8) / 5e9 + 1 * (S / 4 / 2) / 5e9);
+    NEAR(t.dp_intra, 3 * (S / 4) / 1e11);
+    j.zero = 0, j.deterministic = 0;
     /* tp 4 stays on a node's NVLink; tp 8 would cross */
     plait_cluster_link(&c, 8, 4, 1);
     assert_ptr_equal(plait_cluster_link(&c, 8, 4, 1), &c.intra);
