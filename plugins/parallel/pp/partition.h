@@ -10,7 +10,7 @@
  * plait_partition_balanced), the one `plait plan` predicts, and so are the
  * explicit one's parser ([parallel.pp] stages, plait_partition_parse) and
  * the text a partition is written as (plait_partition_format); here is
- * what the plugin makes of bounds.
+ * what the plugin makes of bounds (its log names the costliest chunk).
  *
  * Everything here is pure: no I/O, no globals, no allocation; thread-safe.
  */

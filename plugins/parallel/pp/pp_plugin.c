@@ -135,6 +135,25 @@ static plait_status make_partition(pp_state *s, const char *stages) {
     return PLAIT_OK;
 }
 
+/* The partition, its costliest chunk and how far that is from an even
+ * share, in the log (rank 0's). */
+static void log_partition(const pp_state *s, int explicit) {
+    const plait_host *h = s->host;
+    const int32_t k = s->p * s->v, n = s->model->n_layers;
+    double *costs = h->alloc((size_t)n * sizeof *costs, PLAIT_MEM_HOST, 0, "pp plan"), total = 0;
+    if (!costs) return; /* out of memory: no log line, nothing else depends on it */
+    for (int32_t i = 0; i < n; i++) total += costs[i] = s->model->layers[i].flops_per_token;
+    const double worst = pp_partition_max_cost(costs, k, s->bounds);
+    h->free(costs);
+    char text[512];
+    size_t need = plait_partition_format(s->bounds, k, 0, 1, text, sizeof text);
+    h->log(PLAIT_LOG_INFO, COMPONENT,
+           "%d stages x %d chunk%s, schedule %s; %s partition of layers %s%s; costliest chunk %.3g "
+           "flops/token = %.2f x the even share",
+           s->p, s->v, s->v == 1 ? "" : "s", pp_schedule_name(s->kind), explicit ? "explicit" : "balanced", text,
+           need >= sizeof text ? "..." : "", worst, total > 0 ? worst * k / total : 1.0);
+}
+
 /* Tied copies whose original lives on another stage: the embedding group's
  * business. A pair split across stages other than the first and last could
  * not be summed over the embedding group, so it is refused. */
@@ -199,23 +218,7 @@ static plait_status pp_create(const plait_parallel_init *init, void **state) {
         pp_destroy(s);
         return st;
     }
-    if (mesh->world_rank == 0) {
-        char text[512];
-        int32_t k = s->p * s->v;
-        size_t need = plait_partition_format(s->bounds, k, 0, 1, text, sizeof text);
-        double worst = 0, total = 0;
-        for (int32_t c = 0; c < k; c++) {
-            double sum = 0;
-            for (int32_t i = s->bounds[c]; i < s->bounds[c + 1]; i++) sum += s->model->layers[i].flops_per_token;
-            total += sum;
-            if (sum > worst) worst = sum;
-        }
-        h->log(PLAIT_LOG_INFO, COMPONENT,
-               "%d stages x %d chunk%s, schedule %s; %s partition of layers %s%s; costliest chunk %.3g "
-               "flops/token = %.2f x the even share", s->p, s->v, s->v == 1 ? "" : "s", pp_schedule_name(s->kind),
-               stages && *stages ? "explicit" : "balanced", text, need >= sizeof text ? "..." : "", worst,
-               total > 0 ? worst * k / total : 1.0);
-    }
+    if (mesh->world_rank == 0) log_partition(s, stages && *stages);
     *state = s;
     return PLAIT_OK;
 }
