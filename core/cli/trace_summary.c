@@ -5,6 +5,8 @@
  */
 #include "cli/trace_summary.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,9 @@ static int num_of(const char *line, const char *key, double *v) {
     *v = strtod(p, &end);
     return end != p;
 }
+
+/* 1 if v is a whole number from `least` to INT_MAX. */
+static int whole(double v, double least) { return v >= least && v <= INT_MAX && v == floor(v); }
 
 static void str_of(const char *line, const char *key, char *out, size_t cap) {
     const char *p = after_key(line, key);
@@ -90,6 +95,13 @@ plait_status plait_trace_events_read(const char *path, event **out, size_t *n_ou
         if (!num_of(line, "pid", &pid) || !num_of(line, "tid", &tid) || !num_of(line, "ts", &e.ts) ||
             !num_of(line, "dur", &e.dur)) {
             st = plait_set_error(PLAIT_ERR_INVALID_ARG, "%s:%d: an \"X\" event without pid, tid, ts and dur", path, ln);
+            break;
+        }
+        if (!whole(pid, 1) || !whole(tid, 0) || !isfinite(e.ts) || !isfinite(e.dur) || e.dur < 0) {
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s:%d: an \"X\" event with pid %g, tid %g, ts %g, dur %g: plait writes a rank + 1 "
+                                 "from 1 as pid, a thread from 0 as tid, finite times and a duration from 0",
+                                 path, ln, pid, tid, e.ts, e.dur);
             break;
         }
         e.rank = (int)pid - 1; /* rank r is process r + 1 (trace_merge.c) */

@@ -44,8 +44,9 @@ typedef struct plait_trace_split {
     double ms[PLAIT_TRACE_PARTS];
 } plait_trace_split;
 
-/* The rows of the ranks with a step in trace `path`, by rank, into *rows
- * (the caller frees it) and their count into *n. Errors as the summary's. */
+/* The rows of the ranks with a step in trace `path`, by ascending rank
+ * (one row a rank), into *rows (the caller frees it) and their count into
+ * *n. Errors as the summary's. */
 plait_status plait_trace_split_read(const char *path, plait_trace_split **rows, int *n);
 
 /* One "X" span of a trace as the summary reads it. */
@@ -57,7 +58,10 @@ typedef struct plait_trace_event {
 } plait_trace_event;
 
 /* Every span of trace `path`, sorted by rank, then start (the outer of two
- * at one start first), into *ev (the caller frees it). */
+ * at one start first), into *ev (the caller frees it). A span whose pid is
+ * not a whole number from 1 to INT_MAX (rank + 1), whose tid is not one
+ * from 0, or whose ts or dur is not finite (dur below 0 too) is refused,
+ * naming the line. */
 plait_status plait_trace_events_read(const char *path, plait_trace_event **ev, size_t *n);
 
 /* The part a span's own time counts in (PLAIT_TRACE_PART_COMPUTE to

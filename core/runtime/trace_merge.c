@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@
 #include "runtime/regular_file.h"
 
 #define FIELDS 16 /* "span" and 15 values (trace.c's line) */
+/* the largest clock reading or offset a rank file may give (ns, 73 years) */
+#define TIME_MAX ((int64_t)1 << 61)
+/* the first transfers track's tid (assign_lanes); a rank's own threads are below it */
+#define LANE_TID 1000
 
 typedef struct mspan {
     int rank, tid;
@@ -91,9 +96,11 @@ static plait_status read_rank_file(merge *m, const char *path, rank_file *rf) {
         if (ln == 1) {
             if (strcmp(line, "plait-trace 1") != 0) st = bad_line(path, ln, "the first line is not 'plait-trace 1'");
         } else if (sscanf(line, "rank %lld", &v) == 1) {
+            if (v < 0 || v >= INT_MAX) st = bad_line(path, ln, "a rank from 0 below INT_MAX");
             rf->rank = (int)v;
             have_rank = 1;
         } else if (sscanf(line, "clock_offset_ns %lld", &v) == 1) {
+            if (v < -TIME_MAX || v > TIME_MAX) st = bad_line(path, ln, "a clock offset within 2^61 ns");
             rf->offset = v;
         } else if (sscanf(line, "clock_uncertainty_ns %lld", &v) == 1) {
             rf->uncertainty = v;
@@ -113,12 +120,23 @@ static plait_status read_rank_file(merge *m, const char *path, rank_file *rf) {
                 st = bad_line(path, ln, "a span has 16 tab-separated fields");
                 break;
             }
-            mspan s = {.rank = rf->rank, .tid = atoi(fl[1]), .flow = -1};
+            long long tid = strtoll(fl[1], NULL, 10);
+            mspan s = {.rank = rf->rank, .tid = tid >= 0 && tid < LANE_TID ? (int)tid : -1, .flow = -1};
             snprintf(s.cat, sizeof s.cat, "%s", fl[2]);
-            s.t0 = strtoll(fl[3], NULL, 10) + rf->offset;
-            s.t1 = strtoll(fl[4], NULL, 10) + rf->offset;
+            s.t0 = strtoll(fl[3], NULL, 10);
+            s.t1 = strtoll(fl[4], NULL, 10);
             int64_t *nums[] = {&s.bytes, &s.peer, &s.tag, &s.group, &s.members, &s.posted, &s.layer, &s.mb};
             for (int k = 0; k < 8; k++) *nums[k] = strtoll(fl[5 + k], NULL, 10);
+            /* the clock's nanoseconds: within 2^61 with the offset added,
+             * so that every difference the merge takes fits */
+            if (s.tid < 0 || s.t0 < 0 || s.t0 > TIME_MAX || s.t1 < s.t0 || s.t1 > TIME_MAX || s.posted > TIME_MAX) {
+                st = bad_line(path, ln,
+                              "a span's thread from 0 below 1000, its start and end times from 0 to 2^61 "
+                              "ns, the end not before the start");
+                break;
+            }
+            s.t0 += rf->offset;
+            s.t1 += rf->offset;
             if (s.posted >= 0) s.posted += rf->offset;
             snprintf(s.name, sizeof s.name, "%s", fl[13]);
             snprintf(s.comm, sizeof s.comm, "%s", fl[14]);
@@ -194,7 +212,6 @@ static plait_status link_flows(merge *m) {
  * cuts. Each rank's transfers go to tracks of their own ("transfers N",
  * tid LANE_TID + N), the first free one at each start; the finishing
  * thread stays in args.thread. */
-#define LANE_TID 1000
 #define MAX_LANES 64
 
 static int cmp_start(const void *a, const void *b) {
@@ -236,9 +253,22 @@ static void put_num(FILE *f, const char *key, int64_t v, int *first) {
     *first = 0;
 }
 
+/* Text from a rank file as a JSON string's characters: quotes, backslashes
+ * and control characters escaped, so that a line holds one event whatever
+ * a name holds (the summary reads the file line by line). */
+static void put_text(FILE *f, const char *v) {
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+        else fputc(*c, f);
+    }
+}
+
 static void put_str(FILE *f, const char *key, const char *v, int *first) {
     if (!*v) return;
-    fprintf(f, "%s\"%s\":\"%s\"", *first ? "" : ",", key, v);
+    fprintf(f, "%s\"%s\":\"", *first ? "" : ",", key);
+    put_text(f, v);
+    fputc('"', f);
     *first = 0;
 }
 
@@ -260,9 +290,12 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
                    "\"clock_offset_ns\":%lld,\"clock_uncertainty_ns\":%lld,\"clock_rounds\":%d,\"dropped\":%lld}}",
                 PID(rf->rank), rf->rank, (long long)rf->offset, (long long)rf->uncertainty, rf->rounds,
                 (long long)rf->dropped);
-        for (int t = 0; t < rf->n_threads; t++)
-            fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-                    PID(rf->rank), rf->thread_id[t], rf->thread_name[t]);
+        for (int t = 0; t < rf->n_threads; t++) {
+            fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"",
+                    PID(rf->rank), rf->thread_id[t]);
+            put_text(f, rf->thread_name[t]);
+            fputs("\"}}", f);
+        }
         for (int l = 0; l < rf->lanes; l++)
             fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"transfers "
                        "%d\"}}",
@@ -271,9 +304,12 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
     for (size_t i = 0; i < m->n; i++) {
         const mspan *s = &m->s[i];
         double ts = (double)(s->t0 - base) / 1e3, dur = (double)(s->t1 - s->t0) / 1e3;
-        fprintf(f, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":\"%s\","
-                   "\"args\":{",
-                SEP, PID(s->rank), s->tid, ts, dur, s->cat, s->name);
+        fprintf(f, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"", SEP, PID(s->rank),
+                s->tid, ts, dur);
+        put_text(f, s->cat);
+        fputs("\",\"name\":\"", f);
+        put_text(f, s->name);
+        fputs("\",\"args\":{", f);
         int first = 1;
         put_num(f, "bytes", s->bytes, &first);
         put_num(f, "peer", s->peer, &first);

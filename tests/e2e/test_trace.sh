@@ -6,7 +6,9 @@
 # flow ending at its receive); `plait trace summary` prints a row per rank
 # whose columns add up to its steps' time (the work after a step is not
 # counted in it); `plait trace merge` rewrites the same file, and
-# merges what is left when rank 0's file is missing; a range outside the
+# merges what is left when rank 0's file is missing; a trace or a rank's
+# file with what plait never writes (a pid of 1e300, a span before the
+# clock's 0) is refused naming its line; a range outside the
 # run's steps, a value that is not one, and a trace directory that cannot
 # be written are refused before step 1. A rank killed inside the traced
 # steps leaves the others' files, which plait trace merge joins.
@@ -45,6 +47,19 @@ grep -q "ckpt\|trace" < <(ls "$E2E_WORK/range" 2>/dev/null) && fail "a refused r
 train_refused syntax "'2-3' is not a step number or range" "run.out_dir=$E2E_WORK/syntax" $H run.trace=2-3
 mkdir -p "$E2E_WORK/blocked"
 echo "not a directory" >"$E2E_WORK/blocked/trace"
+# files plait did not write as it writes them are refused, naming the line:
+# a rank beyond any job's (pid 1e300), a span's time before the clock's 0
+printf '{"traceEvents":[\n{"ph":"X","pid":1e300,"tid":1,"ts":0,"dur":5,"cat":"step","name":"step 1"},\n' \
+  >"$E2E_WORK/hostile.json"
+"$PLAIT_BIN" trace summary "$E2E_WORK/hostile.json" >"$E2E_WORK/hostile.out" 2>&1 && fail "a pid of 1e300 was summarised"
+grep -q "hostile.json:2: an \"X\" event with pid 1e+300" "$E2E_WORK/hostile.out" ||
+  fail "the hostile pid: $(cat "$E2E_WORK/hostile.out")"
+mkdir -p "$E2E_WORK/hostile/trace"
+printf 'plait-trace 1\nrank 0\nspan\t1\tstep\t-5\t9\t-1\t-1\t1\t-1\t-1\t-1\t-1\t-1\tstep 1\t\t\n' \
+  >"$E2E_WORK/hostile/trace/rank-00000.trace"
+"$PLAIT_BIN" trace merge "$E2E_WORK/hostile" >"$E2E_WORK/hostile-merge.out" 2>&1 && fail "a span before the clock's 0 was merged"
+grep -q "rank-00000.trace:3: not a plait rank trace line (a span's thread" "$E2E_WORK/hostile-merge.out" ||
+  fail "the hostile span: $(cat "$E2E_WORK/hostile-merge.out")"
 train_refused blocked "$E2E_WORK/blocked/trace is in the way of the ranks' traces (not a directory)" \
   "run.out_dir=$E2E_WORK/blocked" $H run.trace=2
 

@@ -53,27 +53,13 @@ static void setup(void) {
     }
 }
 
-static void write_input(const uint8_t *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
-}
-
-/* A refusal says why. */
-static void refused(plait_status st) {
-    if (st == PLAIT_OK) return;
-    if (!plait_last_error()[0]) abort();
-    plait_clear_error();
-}
-
 static void comm_table(void) {
     plait_cluster c = cluster;
     plait_status st = plait_cluster_fit_comm(&c, path);
     if (st == PLAIT_OK && !(isfinite(c.intra.bandwidth) && c.intra.bandwidth > 0 && isfinite(c.intra.latency) &&
                             c.intra.latency >= 0))
         abort();
-    refused(st);
+    fuzz_refused(st);
 }
 
 static void sweep_csv(void) {
@@ -92,7 +78,7 @@ static void sweep_csv(void) {
         rows[i].predicted.layout = layouts[i];
         rows[i].predicted.valid = rows[i].predicted.fits = 1;
     }
-    refused(plait_sweep_load_csv(path, rows, N));
+    fuzz_refused(plait_sweep_load_csv(path, rows, N));
     for (int i = 0; i < N; i++)
         if (rows[i].n_runs < 0 || rows[i].n_runs > PLAIT_SWEEP_MAX_RUNS || (rows[i].n_runs && rows[i].state != 1))
             abort();
@@ -131,18 +117,18 @@ static void metrics_csv(const uint8_t *data, size_t size) {
         st = plait_metrics_row(&m);
     }
     plait_metrics_close(&m);
-    refused(st);
+    fuzz_refused(st);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setup();
-    write_input(data, size);
+    fuzz_write_file(path, data, size);
     comm_table();
-    write_input(data, size);
+    fuzz_write_file(path, data, size);
     sweep_csv();
-    write_input(data, size);
+    fuzz_write_file(path, data, size);
     peak_cache(data, size);
-    write_input(data, size);
+    fuzz_write_file(path, data, size);
     metrics_csv(data, size);
     return 0;
 }
