@@ -136,7 +136,10 @@ void plait_cost_bytes_of(plait_cost_bytes *out);
 typedef struct plait_cost_job {
     int dp, tp, pp;
     int cp;                   /* context parallelism (0 = 1): the DP group is dp x cp */
-    int ep;                   /* expert parallelism (0 = 1): ep consecutive tp strides of the DP group */
+    int ep;                   /* expert parallelism (0 = 1): ep consecutive ranks of the DP group, its
+                               * innermost */
+    int axes[4];              /* [parallel] order: PLAIT_AXIS_* (layout/mesh.h) innermost first, as
+                               * plait_mesh_parse_order gives them; all 0: the default, tp, cp, dp, pp */
     int zero;                 /* 0 = adam (plain DP), 1..3 = ZeRO stage */
     double bucket_bytes;      /* the DP / ZeRO bucket */
     plait_precision precision;

@@ -159,6 +159,12 @@ void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     zero_buffers_of(cfg, x->zero_inflight, &x->zero3_gathered);
     x->dp_serial = dp_serial_of(cfg);
     x->deterministic = deterministic_of(cfg);
+    /* the order the config was checked with: a bad one leaves the default */
+    const char *order = plait_config_str(cfg, "parallel", "order");
+    if (!order || plait_mesh_parse_order(order, x->axes) != PLAIT_OK) {
+        memset(x->axes, 0, sizeof x->axes);
+        plait_clear_error();
+    }
 }
 
 /* The fields of a job that its context holds. */
@@ -177,6 +183,7 @@ static void job_keys(const plait_cost_ctx *x, plait_cost_job *j) {
     j->zero3_gathered = x->zero3_gathered;
     j->dp_serial = x->dp_serial;
     j->deterministic = x->deterministic;
+    memcpy(j->axes, x->axes, sizeof j->axes);
 }
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "layout/mesh.h"
+
 double plait_cost_allreduce_bw_s(double latency, double bandwidth, int n, double bytes) {
     if (n <= 1) return 0;
     return 2.0 * (n - 1) * (latency + bytes / n / bandwidth);
@@ -58,6 +60,58 @@ static route route_of(const plait_cluster *c, int world, int size, int stride) {
     return r;
 }
 
+/* A group of two nested axes whose strides make no one stride (an order
+ * that puts another axis between dp and cp): size_a members stride_a
+ * apart, each repeated size_b times stride_b apart. Its members on a
+ * node are counted one by one (the group of rank 0's; every node is like
+ * it), and it takes the network where they span nodes. */
+static route route_two(const plait_cluster *c, int world, int size_a, int stride_a, int size_b, int stride_b) {
+    int per_node = plait_cluster_ranks_per_node(c, world), size = size_a * size_b, local = 0;
+    for (int b = 0; b < size_b; b++)
+        for (int a = 0; a < size_a; a++) local += (long)a * stride_a + (long)b * stride_b < per_node;
+    if (c->nodes <= 1 || local >= size) {
+        int crosses = plait_cluster_group_crosses(c, size_a, stride_a) ||
+                      plait_cluster_group_crosses(c, size_b, stride_b);
+        const plait_link *l = crosses ? &c->cross : &c->intra;
+        return (route){.link = l, .bandwidth = l->bandwidth, .local = size, .nodes = 1};
+    }
+    if (local < 1 || size % local) local = 1;
+    return (route){.link = &c->inter,
+                   .bandwidth = plait_cluster_inter_share(c, per_node),
+                   .local = local,
+                   .nodes = size / local};
+}
+
+/* Where each group of a job's ranks sits: the stride of each axis (the
+ * product of the sizes inside it in [parallel] order, PLAIT_AXIS_*
+ * indexed; by default tp, cp, dp, pp innermost first) and the routes of
+ * the groups: tp, cp, pp, the DP group (dp x cp), ep (the innermost ep of
+ * the DP group) and the expert-data group (the DP group's ranks with one
+ * ep rank). */
+typedef struct placement {
+    int stride[PLAIT_MESH_AXES];
+    route tp, cp, pp, dp, ep, edp;
+} placement;
+
+static void place(const plait_cluster *c, const plait_cost_job *j, int world, placement *p) {
+    const int cp = j->cp > 1 ? j->cp : 1, ep = j->ep > 1 && j->dp * cp % j->ep == 0 ? j->ep : 1;
+    int size[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES] = {PLAIT_AXIS_TP, PLAIT_AXIS_CP, PLAIT_AXIS_DP, PLAIT_AXIS_PP};
+    size[PLAIT_AXIS_DP] = j->dp, size[PLAIT_AXIS_TP] = j->tp, size[PLAIT_AXIS_PP] = j->pp, size[PLAIT_AXIS_CP] = cp;
+    if (j->axes[0] || j->axes[1] || j->axes[2] || j->axes[3]) memcpy(axes, j->axes, sizeof axes);
+    for (int i = 0, s = 1; i < PLAIT_MESH_AXES; s *= size[axes[i]], i++) p->stride[axes[i]] = s;
+    p->tp = route_of(c, world, j->tp, p->stride[PLAIT_AXIS_TP]);
+    p->cp = route_of(c, world, cp, p->stride[PLAIT_AXIS_CP]);
+    p->pp = route_of(c, world, j->pp, p->stride[PLAIT_AXIS_PP]);
+    /* the DP group: dp and cp, the inner of the two first */
+    int in = p->stride[PLAIT_AXIS_DP] <= p->stride[PLAIT_AXIS_CP] ? PLAIT_AXIS_DP : PLAIT_AXIS_CP;
+    int out = in == PLAIT_AXIS_DP ? PLAIT_AXIS_CP : PLAIT_AXIS_DP, si = p->stride[in], n = j->dp * cp;
+    int one = size[out] == 1 || p->stride[out] == si * size[in]; /* one stride */
+    p->dp = one ? route_of(c, world, n, si) : route_two(c, world, size[in], si, size[out], p->stride[out]);
+    p->ep = route_of(c, world, ep, si);
+    p->edp = one || size[in] % ep ? route_of(c, world, n / ep, si * ep)
+                                  : route_two(c, world, size[in] / ep, si * ep, size[out], p->stride[out]);
+}
+
 /* Collectives of the DP group: flat rings on its route, or, across nodes
  * with a hierarchical comm plugin, a reduce-scatter inside each node, the
  * inter-node step on 1/local of the bytes, and an all-gather inside. A
@@ -101,10 +155,9 @@ static double dp_gathers(dp_net *d, double bytes, double parts, double times) {
 
 static double dp_gather(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 1); }
 
-/* The DP group of `size` ranks `stride` apart in a world of n. */
-static dp_net dp_net_of(const plait_cluster *c, const plait_cost_job *j, int n, int size, int stride) {
-    return (dp_net){
-        .c = c, .r = route_of(c, n, size, stride), .n = size, .hier = j->hierarchical, .ordered = j->deterministic};
+/* The DP group of `size` ranks on route r. */
+static dp_net dp_net_of(const plait_cluster *c, const plait_cost_job *j, route r, int size) {
+    return (dp_net){.c = c, .r = r, .n = size, .hier = j->hierarchical, .ordered = j->deterministic};
 }
 
 /* `times` reductions (reduce-scatters, or all-reduces at twice the times:
@@ -397,11 +450,9 @@ static double tp_behind(const plait_cost_rank *r, const plait_cluster *c, double
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
                           plait_cost_time *out) {
     memset(out, 0, sizeof *out);
-    /* ranks are placed tp innermost, then cp (parallel.order's default
-     * puts cp just outside tp), then dp, then pp: the DP group, dp x cp,
-     * is dp x cp consecutive tp strides */
+    /* each group on the route [parallel] order gives its members (place) */
     int cp = j->cp > 1 ? j->cp : 1, dp = j->dp * cp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
-    int ep = j->ep > 1 && dp % j->ep == 0 ? j->ep : 1; /* ep consecutive tp strides of dp x cp */
+    int ep = j->ep > 1 && dp % j->ep == 0 ? j->ep : 1; /* the innermost ep ranks of dp x cp */
     if (n < 1) return;
     int per_node = plait_cluster_ranks_per_node(c, n);
     int units = c->units_per_node > 0 ? c->units_per_node : 1;
@@ -417,12 +468,11 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double alone = c->gpu ? rate : rate / units * threads;
     plait_cost_bytes sz;
     plait_cost_bytes_of(&sz);
-    route tpr = route_of(c, n, tp, 1), ppr = route_of(c, n, pp, tp * dp), cpr = route_of(c, n, cp, tp);
-    out->tp_link = tpr.link->kind;
-    out->pp_link = ppr.link->kind;
-    out->cp_link = cp > 1 ? cpr.link->kind : NULL;
-    route epr = route_of(c, n, ep, tp);
-    out->ep_link = ep > 1 ? epr.link->kind : NULL;
+    placement at;
+    place(c, j, n, &at);
+    route tpr = at.tp, ppr = at.pp, cpr = at.cp, epr = at.ep;
+    out->tp_link = tpr.link->kind, out->pp_link = ppr.link->kind;
+    out->cp_link = cp > 1 ? cpr.link->kind : NULL, out->ep_link = ep > 1 ? epr.link->kind : NULL;
 
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
@@ -459,7 +509,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->bubble = r->bubble;
         }
         if (tp_s + pp_s + cp_s + ep_s > comm_max) comm_max = tp_s + pp_s + cp_s + ep_s;
-        dp_net d = dp_net_of(c, j, n, dp, tp), edp = dp_net_of(c, j, n, dp / ep, tp * ep); /* d: dp x cp */
+        dp_net d = dp_net_of(c, j, at.dp, dp), edp = dp_net_of(c, j, at.edp, dp / ep); /* d: dp x cp */
         double h, e, a, b;
         if (ep > 1 && r->expert_numel > 0) dp_times_ep(r, j, &d, &edp, &h, &e, &a, &b);
         else dp_times(r, j, &d, &h, &e, &a, &b);

@@ -19,6 +19,7 @@
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/table.h"
+#include "layout/mesh.h"
 #include "runtime/error.h"
 
 #include "plan_fixtures.h"
@@ -343,16 +344,22 @@ static void test_time_attention(void **state) {
     assert_true(plait_cluster_attention_rate(&c, PLAIT_PRECISION_FP32) == 0);
 }
 
-/* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
- * together 20 GB/s: a DP all-reduce across the nodes, flat and hierarchical */
-static void test_time_hierarchy(void **state) {
-    (void)state;
+/* two nodes of 4 GPUs (NVLink at 100 GB/s), each GPU with a 10 GB/s NIC,
+ * the nodes' NICs together 20 GB/s */
+static plait_cluster two_nodes(void) {
     plait_cluster c = gpu_cluster();
     c.nodes = 2;
     c.units_per_node = 4;
     c.intra = (plait_link){.kind = "nvlink", .bandwidth = 1e11, .latency = 0};
     c.inter = (plait_link){.kind = "infiniband", .bandwidth = 1e10, .latency = 0};
     c.inter_node_bandwidth = 2e10;
+    return c;
+}
+
+/* a DP all-reduce across the nodes, flat and hierarchical */
+static void test_time_hierarchy(void **state) {
+    (void)state;
+    plait_cluster c = two_nodes();
     plait_cost_rank r = {.dp = 8, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 2e8, .flops = 0};
     plait_cost_job j = {.dp = 8, .tp = 1, .pp = 1, .bucket_bytes = 1e12, .precision = PLAIT_PRECISION_FP32};
     plait_cost_time t;
@@ -391,6 +398,36 @@ static void test_time_hierarchy(void **state) {
     /* a node's share: the NIC when few ranks send, the node's total / ranks when all do */
     NEAR(plait_cluster_inter_share(&c, 1), 1e10);
     NEAR(plait_cluster_inter_share(&c, 4), 5e9);
+}
+
+/* [parallel] order places the groups: on two nodes of 4 GPUs, tp 4 x dp 2
+ * keeps tp on a node's NVLink by default and sends dp over the network;
+ * order dp,tp,pp puts tp 2 ranks apart, across the nodes, and dp beside
+ * each other; with cp 2 too (dp, tp, cp, pp: dp, tp and cp 1, 2 and 4
+ * ranks apart) the DP group {0, 1, 4, 5} has 2 members a node. */
+static void test_time_order(void **state) {
+    (void)state;
+    plait_cluster c = two_nodes();
+    plait_cost_rank r = {.dp = 2, .tp = 4, .pp = 1, .micro_batches = 1, .param_numel = 2e8, .flops = 0};
+    plait_cost_job j = {.dp = 2, .tp = 4, .pp = 1, .bucket_bytes = 1e12, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    plait_cost_step_time(&r, &j, &c, &t);
+    assert_string_equal(t.tp_link, "nvlink");
+    assert_string_equal(t.dp_link, "infiniband");
+    assert_int_equal(plait_mesh_parse_order("dp,tp,pp", j.axes), PLAIT_OK);
+    plait_cost_step_time(&r, &j, &c, &t);
+    assert_string_equal(t.tp_link, "infiniband");
+    assert_string_equal(t.dp_link, "nvlink");
+    double S = 8e8;
+    NEAR(t.dp_intra, 2 * 1 * (S / 2) / 1e11);
+    /* dp 2 x cp 2 apart: hierarchical, 2 a node on NVLink, then the 2 nodes */
+    r.dp = j.dp = 2, r.tp = j.tp = 2, r.cp = j.cp = 2;
+    j.hierarchical = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    assert_string_equal(t.dp_link, "infiniband");
+    assert_true(t.dp_hierarchical);
+    NEAR(t.dp_intra, 2 * 1 * (S / 2) / 1e11);
+    NEAR(t.dp_inter, 2 * 1 * (S / 2 / 2) / 5e9);
 }
 
 /* The DP reduction pays the ring's latency once a collective: the DP
@@ -667,6 +704,7 @@ int main(void) {
         cmocka_unit_test(test_bubble),
         cmocka_unit_test(test_stored_bytes),
         cmocka_unit_test(test_time_hierarchy),
+        cmocka_unit_test(test_time_order),
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_width),
