@@ -6,7 +6,7 @@
 # recomputation, so a row that left out "none" would be explained with the
 # config's mode instead and differ. A GPU cluster file keeps the figures
 # independent of this machine; bf16 and fp32, with and without a pipeline,
-# every optimizer.
+# every optimizer. [parallel] order moves the tp group onto the network.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 W=$E2E_WORK
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-small.ini
@@ -67,3 +67,15 @@ layers() { # NAME OVERRIDES...
 }
 layers balanced
 layers explicit parallel.pp.stages=0-2,3,4,5,6,7,8,9
+
+# [parallel] order places the groups: on two DGX A100s, tp 8 fills a node
+# (NVLink) by default, and order dp,tp,pp spreads it over both (the
+# network) while dp 2 sits on one node
+CL2=$PLAIT_SOURCE_DIR/configs/clusters/dgx-a100-2node.ini
+for order in tp,dp,pp dp,tp,pp; do
+  "$PLAIT_BIN" plan "$CFG" --ranks 16 --cluster "$CL2" --explain "dp2 tp8 pp1 mb1 adam none" data.global_batch=16 \
+    parallel.order=$order >"$W/order-$order.out" 2>&1 || fail "explain order $order: $(cat "$W/order-$order.out")"
+done
+grep -q '^  TP  8 ranks on nvlink' "$W/order-tp,dp,pp.out" || fail "order tp,dp,pp: $(grep '  TP' "$W/order-tp,dp,pp.out")"
+grep -q '^  TP  8 ranks on infiniband' "$W/order-dp,tp,pp.out" || fail "order dp,tp,pp: $(grep '  TP' "$W/order-dp,tp,pp.out")"
+echo "order: tp on NVLink by default, on the network under dp,tp,pp"
