@@ -227,8 +227,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         /* and how it falls with the rows of a micro-batch, at the model's
          * width and on the threads a rank of this job gets */
         if (cluster->half_rows <= 0) {
-            int per_node = plait_cluster_ranks_per_node(cluster, a->ranks);
-            int threads = per_node > 0 && cluster->units_per_node / per_node > 1 ? cluster->units_per_node / per_node : 1;
+            int threads = plait_cluster_rank_threads(cluster, a->ranks, (int)plait_config_int(cfg, "run", "threads"));
             cluster->half_rows = plait_sgemm_half_rows(threads, plait_config_int(cfg, "model", "n_embd"), 0.05);
         }
     }

@@ -304,6 +304,13 @@ int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks) {
     return (ranks + n - 1) / n;
 }
 
+int plait_cluster_rank_threads(const plait_cluster *c, int ranks, int given) {
+    if (c->gpu) return 1;
+    int units = c->units_per_node > 0 ? c->units_per_node : 1, per_node = plait_cluster_ranks_per_node(c, ranks);
+    int t = given > 0 ? given : units / (per_node > 0 ? per_node : 1);
+    return t < 1 ? 1 : t > units ? units : t;
+}
+
 const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride) {
     int per_node = plait_cluster_ranks_per_node(c, ranks);
     if (c->nodes > 1 && (long)size * stride > per_node) return &c->inter;

@@ -99,6 +99,12 @@ plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks);
 /* Ranks on one node for a job of `ranks` (a GPU cluster: one per GPU; CPUs:
  * the ranks spread evenly over the nodes, rounded up). */
 int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks);
+/* The math threads a rank of a job of `ranks` computes on: 1 on a GPU
+ * node; on a CPU node `given` ([run] threads) where it is above 0, else
+ * the node's cores over its ranks (at least 1), as plait train's launcher
+ * sets them (launch/math_threads.h), at most the node's cores (more
+ * threads run no faster, and crowd the others' cores). */
+int plait_cluster_rank_threads(const plait_cluster *c, int ranks, int given);
 
 /* The link a group of `size` ranks whose members are `stride` world ranks
  * apart uses (ranks are placed node by node): inter when the group spans

@@ -138,6 +138,8 @@ typedef struct plait_cost_job {
     int cp;                   /* context parallelism (0 = 1): the DP group is dp x cp */
     int ep;                   /* expert parallelism (0 = 1): ep consecutive ranks of the DP group, its
                                * innermost */
+    int threads;              /* [run] threads: a CPU rank's math threads (0 = the node's cores over
+                               * its ranks; plait_cluster_rank_threads) */
     int axes[4];              /* [parallel] order: PLAIT_AXIS_* (layout/mesh.h) innermost first, as
                                * plait_mesh_parse_order gives them; all 0: the default, tp, cp, dp, pp */
     int zero;                 /* 0 = adam (plain DP), 1..3 = ZeRO stage */

@@ -159,6 +159,7 @@ void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     zero_buffers_of(cfg, x->zero_inflight, &x->zero3_gathered);
     x->dp_serial = dp_serial_of(cfg);
     x->deterministic = deterministic_of(cfg);
+    x->threads = (int)plait_config_int(cfg, "run", "threads");
     /* the order the config was checked with: a bad one leaves the default */
     const char *order = plait_config_str(cfg, "parallel", "order");
     if (!order || plait_mesh_parse_order(order, x->axes) != PLAIT_OK) {
@@ -184,6 +185,7 @@ static void job_keys(const plait_cost_ctx *x, plait_cost_job *j) {
     j->dp_serial = x->dp_serial;
     j->deterministic = x->deterministic;
     memcpy(j->axes, x->axes, sizeof j->axes);
+    j->threads = x->threads;
 }
 
 plait_status plait_cost_check_masters(const plait_config *cfg, int bf16) {

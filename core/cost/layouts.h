@@ -165,6 +165,7 @@ typedef struct plait_cost_ctx {
     int dp_serial;            /* [parallel.dp] overlap = false: plain DP reduces after the backward */
     int deterministic;        /* [run] deterministic: micro-batches summed in the canonical tree */
     int axes[4];              /* [parallel] order, as plait_cost_job's (all 0: the default) */
+    int threads;              /* [run] threads, as plait_cost_job's */
     double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
@@ -194,7 +195,8 @@ void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer
  * zero_inflight and zero3_gathered ([optim.zeroN] max_inflight, [optim.zero3]
  * prefetch_layers: the ZeRO working buffers they size); dp_serial
  * ([parallel.dp] overlap = false); deterministic ([run] deterministic);
- * axes ([parallel] order: where each group's ranks sit).
+ * axes ([parallel] order: where each group's ranks sit); threads ([run]
+ * threads).
  * The other fields are left as they are. */
 void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x);
 /* [optim.zeroN] master of `cfg` (finalized) on ranks whose model reads

@@ -461,10 +461,10 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     if (rate <= 0) rate = 1; /* the caller checked it; no division by zero */
     out->rate = rate;
     out->attention_rate = plait_cluster_attention_rate(c, j->precision);
-    /* a rank's compute rate when it runs alone on its share of the node
-     * (its math threads: units / ranks on the node, at least one), and the
-     * node's whole rate, which its busy ranks share */
-    int threads = c->gpu ? 1 : (units / per_node > 1 ? units / per_node : 1);
+    /* a rank's compute rate when it runs alone on its math threads ([run]
+     * threads, or its share of the node's cores), and the node's whole
+     * rate, which its busy ranks share */
+    int threads = plait_cluster_rank_threads(c, n, j->threads);
     double alone = c->gpu ? rate : rate / units * threads;
     plait_cost_bytes sz;
     plait_cost_bytes_of(&sz);

@@ -264,8 +264,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     /* a CPU stage's compute as a rank alone on its threads, at its rows */
     double alone = t->rate;
     if (!c->gpu) {
-        int per_node = plait_cluster_ranks_per_node(c, plait_cost_layout_ranks(l)), units = c->units_per_node;
-        alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
+        alone = t->rate / c->units_per_node * plait_cluster_rank_threads(c, plait_cost_layout_ranks(l), x->threads);
         if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
     }
     for (int s = 0; s < l->pp; s++) {

@@ -567,6 +567,28 @@ static plait_cluster cpu_cluster(void) {
     return c;
 }
 
+/* [run] threads: one rank alone on the 2 cores computes on both by
+ * default, on one at threads = 1 (twice the time), and no faster than on
+ * both at threads = 4 */
+static void test_time_cpu_threads(void **state) {
+    (void)state;
+    plait_cluster c = cpu_cluster();
+    plait_cost_rank r = {.dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .chunks = 1, .param_numel = 1e6, .flops = 2e11};
+    plait_cost_job j = {.dp = 1, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    const double stream = 3 * 4e6 / 1e10;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 1.0 + stream);
+    j.threads = 1; /* the weights' stream counted at the rank's rate too (cpu_pace) */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 2 * (1.0 + stream));
+    j.threads = 4;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 1.0 + stream);
+    assert_int_equal(plait_cluster_rank_threads(&c, 1, 4), 2);
+    assert_int_equal(plait_cluster_rank_threads(&c, 4, 0), 1);
+}
+
 static void test_time_shared_cpu_cores(void **state) {
     (void)state;
     plait_cluster c = cpu_cluster(); /* 4 ranks: each alone gets 1 core */
@@ -705,6 +727,7 @@ int main(void) {
         cmocka_unit_test(test_stored_bytes),
         cmocka_unit_test(test_time_hierarchy),
         cmocka_unit_test(test_time_order),
+        cmocka_unit_test(test_time_cpu_threads),
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_width),
