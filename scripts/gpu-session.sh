@@ -220,6 +220,28 @@ if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compi
   say "| PyTorch bf16 compiled$PEER_NOTE | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
 fi
 
+# attn_rate PROFILE LABEL FACTOR "B NH T HS": "ms a call (TFLOP/s)" of a
+# [device.cuda] profile's key LABEL (its median call), counting the FLOPs
+# FlashAttention counts for a causal mask: forward 2·B·NH·T²·HS a call,
+# backward 2.5 times that (FACTOR)
+attn_rate() {
+  local b h t d
+  read -r b h t d <<<"$4"
+  awk -F'\t' -v l="$2" -v f="$3" -v b="${b:-0}" -v h="${h:-0}" -v t="${t:-0}" -v d="${d:-0}" '
+    $1 == l { us = $6 } END { if (us == "") print "n/a"
+      else printf "%.3f ms a call (%.1f TFLOP/s)", us / 1e3, f * 2 * b * h * t * t * d / (us * 1e6) }' "$W/$1"
+}
+# attn_share PROFILE FWD_LABEL BWD_LABEL "B NH T HS" PEAK_TFLOPS: the share of
+# the peak a forward and a backward together reach, as a cluster file's
+# [node] bf16_attention_efficiency counts it (docs/plan.md, "Attention's rate")
+attn_share() {
+  local b h t d
+  read -r b h t d <<<"$4"
+  awk -F'\t' -v fl="$2" -v bl="$3" -v b="${b:-0}" -v h="${h:-0}" -v t="${t:-0}" -v d="${d:-0}" -v p="$5" '
+    $1 == fl { f = $6 } $1 == bl { k = $6 } END { if (f == "" || k == "" || p == 0) print "n/a"
+      else printf "%.3f", 3.5 * 2 * b * h * t * t * d / ((f + k) * 1e6) / p }' "$W/$1"
+}
+
 # ---- 4c. where a bf16 step's time goes, beside the estimate -----------------
 # [device.cuda] profile on a short bench, then scripts/gpu-step-estimate.py
 # --measured: each kernel family's time a step, measured beside estimated.
@@ -247,17 +269,10 @@ if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini))
     grep -v '^\$\|^(' "$W/profile-beside.log" | tee -a "$SUMMARY"
     say ""
     # the fused attention's rate beside PyTorch's fused attention (part 4's
-    # gpu-peaks.py, GPT-2 124M's shape at batch 16), both with the FLOPs
-    # FlashAttention counts for a causal mask: forward 2·B·NH·T²·HS a
-    # call, backward 2.5 times that
+    # gpu-peaks.py, GPT-2 124M's shape at batch 16), both by attn_rate's count
     read -r aNH aT aHS < <("$PLAIT" config show "$PMODEL" 2>/dev/null | awk -F'[ =;]+' '
       $1 == "n_head" { H = $2 } $1 == "n_embd" { C = $2 } $1 == "block_size" { T = $2 }
       END { print H, T, (H ? C / H : 0) }')
-    attn_rate() { # LABEL FACTOR: "ms a call (TFLOP/s)" from the profile's median
-      awk -F'\t' -v l="$1" -v f="$2" -v b="$PBATCH" -v h="${aNH:-0}" -v t="${aT:-0}" -v d="${aHS:-0}" '
-        $1 == l { us = $6 } END { if (us == "") print "n/a"
-          else printf "%.3f ms a call (%.1f TFLOP/s)", us / 1e3, f * 2 * b * h * t * t * d / (us * 1e6) }' "$W/profile.tsv"
-    }
     sdpa="not measured (part 4's peaks.log)"
     if [ -n "$(peer_field peaks.log sdpa_fwd_ms 2>/dev/null)" ]; then
       sdpa="($(peer_field peaks.log attn_shape | awk -F, '{ print "B " $1 " NH " $2 " T " $3 " HS " $4 }'))"
@@ -265,7 +280,10 @@ if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini))
       sdpa+=" backward $(peer_field peaks.log sdpa_bwd_ms) ms ($(peer_field peaks.log sdpa_bwd_TFLOPs) TFLOP/s)"
     fi
     say "attention, bf16, causal (B $PBATCH NH ${aNH:-?} T ${aT:-?} HS ${aHS:-?}): plait's forward" \
-      "$(attn_rate 'fused attention forward (bf16)' 1), backward $(attn_rate 'fused attention backward (bf16)' 2.5);" \
+      "$(attn_rate profile.tsv 'fused attention forward (bf16)' 1 "$PBATCH $aNH $aT $aHS")," \
+      "backward $(attn_rate profile.tsv 'fused attention backward (bf16)' 2.5 "$PBATCH $aNH $aT $aHS"); together" \
+      "$(attn_share profile.tsv 'fused attention forward (bf16)' 'fused attention backward (bf16)' "$PBATCH $aNH $aT $aHS" 989)" \
+      "of the 989 TFLOP/s peak;" \
       "PyTorch's SDPA $sdpa"
     say ""
     say "the 12 keys that took longest (label, detail, entry, calls, total ms, median us):"
@@ -274,6 +292,45 @@ if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini))
     say '```'
   else
     say "no profile written: see plait-profile.log"
+  fi
+fi
+
+# ---- 4d. the fused attention at Llama 3's head size and sequence ---------
+# The H100 cluster files' [node] bf16_attention_efficiency (docs/plan.md,
+# "Attention's rate") is 4c's rate, at GPT-2's head size 64 and 1,024
+# tokens; the Llama 3 and Nemotron-4 runs the planner is checked against
+# have head size 128 and 4,096 to 8,192 tokens. Two blocks of Llama 3 8B's
+# width (32 heads of 128, 8 key/value heads) at 8,192 tokens, one sequence
+# a step, profiled, beside PyTorch's SDPA at the same shape; the dry run
+# takes head size 128 at 256 tokens on the emulator.
+if [ $DRY = 1 ]; then
+  read -r AL AC AH AKV AF AT <<<"1 256 2 1 512 256"
+else
+  read -r AL AC AH AKV AF AT <<<"2 4096 32 8 14336 8192"
+fi
+if part "4d. fused attention at head size $((AC / AH)), $AT tokens ($AH query, $AKV key/value heads) on $PDEV, beside PyTorch's SDPA" 45; then
+  rm -f "$W/profile-llama.tsv"
+  rc=$(run plait-profile-llama.log 30 "$PLAIT" bench train configs/llama-small.ini --steps 3 --warmup 1 \
+    device.plugin="$PDEV" run.precision=bf16 run.mfu_peak=989000 model.n_layer="$AL" model.n_embd="$AC" \
+    model.n_head="$AH" model.n_kv_head="$AKV" model.ffn_hidden="$AF" model.block_size="$AT" data.global_batch=1 \
+    "device.$PDEV.profile=$W/profile-llama.tsv")
+  say "bench train with [device.$PDEV] profile: $(status_word "$rc"); $(bench_row plait-profile-llama.log | awk '{ print $1 " ms/step (profiled) " $2 " tokens/s" }')"
+  ashape="1 $AH $AT $((AC / AH))"
+  rc=$(run peaks-llama.log 15 "$PY" scripts/gpu-peaks.py --attn "1,$AH,$AT,$((AC / AH))" --gemm 4096 --iters 10)
+  [ $DRY = 1 ] && [ "$rc" != 0 ] && rc=77 # it needs a GPU
+  sdpa="not measured ($(status_word "$rc"), peaks-llama.log)"
+  if [ -n "$(peer_field peaks-llama.log sdpa_fwd_ms 2>/dev/null)" ]; then
+    sdpa="forward $(peer_field peaks-llama.log sdpa_fwd_ms) ms ($(peer_field peaks-llama.log sdpa_fwd_TFLOPs) TFLOP/s),"
+    sdpa+=" backward $(peer_field peaks-llama.log sdpa_bwd_ms) ms ($(peer_field peaks-llama.log sdpa_bwd_TFLOPs) TFLOP/s)"
+  fi
+  if [ -f "$W/profile-llama.tsv" ]; then
+    fl='grouped-query attention forward (bf16)' bl='grouped-query attention backward (bf16)'
+    say "attention, bf16, causal (B 1 NH $AH T $AT HS $((AC / AH))): plait's forward $(attn_rate profile-llama.tsv "$fl" 1 "$ashape")," \
+      "backward $(attn_rate profile-llama.tsv "$bl" 2.5 "$ashape"); the two together" \
+      "$(attn_share profile-llama.tsv "$fl" "$bl" "$ashape" 989) of the 989 TFLOP/s peak ([node] bf16_attention_efficiency;" \
+      "4c's shape gives the H100 files' 0.167); PyTorch's SDPA $sdpa"
+  else
+    say "no profile written: see plait-profile-llama.log"
   fi
 fi
 
