@@ -176,6 +176,39 @@ void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed) {
     }
 }
 
+int harness_threads_agree(const char *ini, int threads) {
+    harness h;
+    if (harness_init(&h, ini, 4, 1, 0, NULL) != 0) return -1;
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    float *g1 = malloc(h.set.numel * sizeof *g1);
+    double loss[2] = {0, 0};
+    plait_status st = tok && tgt && g1 ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK) harness_tokens(tok, n, h.V, 3), harness_tokens(tgt, n, h.V, 4);
+    for (int run = 0; st == PLAIT_OK && run < 2; run++) {
+        plait_kernels_set_threads(run ? threads : 1);
+        harness_zero_grads(&h);
+        st = harness_step(&h, tok, tgt);
+        loss[run] = plait_model_loss_sum(h.model, 0);
+        if (run == 0) memcpy(g1, h.grad, h.set.numel * sizeof *g1);
+    }
+    plait_kernels_set_threads(1);
+    int rc = 0;
+    if (st != PLAIT_OK) {
+        fprintf(stderr, "harness_threads_agree: %s\n", plait_last_error());
+        rc = -1;
+    } else if (loss[0] != loss[1] || memcmp(g1, h.grad, h.set.numel * sizeof *g1) != 0) {
+        fprintf(stderr, "harness_threads_agree: 1 and %d threads differ: loss %.17g against %.17g%s\n", threads,
+                loss[0], loss[1], loss[0] == loss[1] ? ", gradients differ" : "");
+        rc = -1;
+    }
+    free(tok);
+    free(tgt);
+    free(g1);
+    harness_free(&h);
+    return rc;
+}
+
 int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t) {
     harness h;
     if (harness_init_ex(&h, ini, micro_batch, o) != 0) return -1;

@@ -94,6 +94,11 @@ void harness_trace_free(harness_trace *t);
 double harness_loss_dev(const harness_trace *a, const harness_trace *b, int slots);
 double harness_grad_dev(const harness_trace *a, const harness_trace *b);
 
+/* One micro-batch's loss and every gradient of the model `ini` describes,
+ * with 1 math thread and with `threads`: 0 when they agree bit for bit,
+ * else -1 after printing which differs. Leaves the kernels on 1 thread. */
+int harness_threads_agree(const char *ini, int threads);
+
 /* Deterministic pseudo-random tokens in [0, V). */
 void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed);
 
