@@ -16,6 +16,7 @@
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
+#include "train/run_trace.h"
 
 /* What a checkpoint of the layout costs, on this machine's defaults
  * ([cluster] disk_gbps of configs/clusters/this-machine.ini). */
@@ -157,8 +158,10 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     }
     /* the layout too (batch arithmetic for dp, n_head % tp, the pipeline
      * partition): what would stop `plait train` stops check and show */
+    int64_t trace_first, trace_last; /* [run] trace within [run] steps, as a run from step 1 reads it */
     if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
-        plait_cli_check_optim(cfg) != PLAIT_OK || check_residual(cfg) != PLAIT_OK) {
+        plait_cli_check_optim(cfg) != PLAIT_OK || check_residual(cfg) != PLAIT_OK ||
+        plait_run_trace_range(cfg, 1, plait_config_int(cfg, "run", "steps"), &trace_first, &trace_last) != PLAIT_OK) {
         plait_cli_print_error(argv[2]);
         plait_config_free(cfg);
         return 1;

@@ -9,6 +9,7 @@
 #include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
+#include "train/run_trace.h"
 
 /* Release what plait_run_load_parallel built for one rank. */
 static void release_plan(plait_run *run) {
@@ -50,7 +51,11 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
  * cluster judges the cluster's precision, not this machine's. */
 plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
+    int64_t first, last;
     plait_status st = plait_precision_from_config(cfg, &precision);
+    /* [run] trace's form; its steps against the run's, by the run (a
+     * resumed run or a benchmark trains other steps than [run] steps) */
+    if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st == PLAIT_OK ? preflight(cfg, 1, NULL, NULL) : st;
 }
 

@@ -37,6 +37,11 @@ static plait_status bad_range(const plait_config *cfg, const char *text, int64_t
                               const char *why) {
     const char *where = "?";
     plait_config_origin(cfg, "run", "trace", &where);
+    if (steps <= 0) /* the steps not known yet: the value's form alone */
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: key 'trace' in [run]: '%s' %s (allowed: N or FIRST:LAST, steps numbered from 1 "
+                               "as metrics.csv numbers them; empty = off)",
+                               where, text, why);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "%s: key 'trace' in [run]: '%s' %s; this run trains steps %lld to %lld (allowed: N or "
                            "FIRST:LAST within them, numbered from 1 as metrics.csv numbers steps; empty = off)",
@@ -65,7 +70,8 @@ plait_status plait_run_trace_range(const plait_config *cfg, int64_t from, int64_
         return bad_range(cfg, text, from, steps, "is not a step number or range");
     if (*end) return bad_range(cfg, text, from, steps, "is not a step number or range");
     if (a < 1 || b < a) return bad_range(cfg, text, from, steps, "is not a range of steps from 1, first to last");
-    if (a < from || b > steps) return bad_range(cfg, text, from, steps, "lies outside the steps this run trains");
+    if (steps > 0 && (a < from || b > steps))
+        return bad_range(cfg, text, from, steps, "lies outside the steps this run trains");
     *first = a;
     *last = b;
     return PLAIT_OK;

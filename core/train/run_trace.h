@@ -21,7 +21,9 @@
  * the key is empty) and check them against the run's steps
  * [from, steps]: a range outside them, or a value that is not N or
  * FIRST:LAST, is PLAIT_ERR_INVALID_CONFIG naming the file and line, the
- * key and the run's steps. */
+ * key and the run's steps. steps <= 0 (not known yet, as before a
+ * launcher knows whether it starts a training or a benchmark): the
+ * value's form alone. */
 plait_status plait_run_trace_range(const plait_config *cfg, int64_t from, int64_t steps, int64_t *first,
                                    int64_t *last);
 

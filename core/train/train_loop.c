@@ -326,9 +326,12 @@ static plait_status start(train_loop *t) {
                                "[run] ckpt_async = true needs [run] ckpt_format = sharded: a gathered save passes "
                                "every tensor through world rank 0 as it is gathered, so no rank has a snapshot of "
                                "its own to write in the background");
+    /* the traced steps against those this run trains, before the start's
+     * reports and measurements */
+    st = plait_run_trace_range(cfg, run->step + 1, run->steps, &run->trace_first, &run->trace_last);
     /* before anything is trained: a sharded save needs every rank to see
      * the run directory */
-    if (!strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
+    if (st == PLAIT_OK && !strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
         st = plait_run_check_shared_dir(run, t->out_dir);
     if (st == PLAIT_OK && t->rank == 0) st = open_reports(t);
     if (st == PLAIT_OK) st = report_memory(run, t->out_dir, 0);
@@ -339,8 +342,6 @@ static plait_status start(train_loop *t) {
     t->replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
     t->first_snapshot = plait_run_first_snapshot(run, t->replica_every);
     if (st == PLAIT_OK) st = plait_run_check_replica_room(run, t->first_snapshot);
-    if (st == PLAIT_OK)
-        st = plait_run_trace_range(cfg, run->step + 1, run->steps, &run->trace_first, &run->trace_last);
     if (st == PLAIT_OK) st = plait_run_trace_start(run, t->out_dir);
     /* No validation data (no val_path and val_fraction = 0, which preflight
      * allows only with eval_every = 0): the run trains on all the data and

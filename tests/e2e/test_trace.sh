@@ -10,7 +10,7 @@
 # file with what plait never writes (a pid of 1e300, a span before the
 # clock's 0) is refused naming its line; a range outside the
 # run's steps, a value that is not one, and a trace directory that cannot
-# be written are refused before step 1. A rank killed inside the traced
+# be written are refused before step 1 (and by plait config check). A rank killed inside the traced
 # steps leaves the others' files, which plait trace merge joins.
 source "$(dirname "$0")/lib.sh"
 H="run.steps=3 parallel.plugin=hybrid parallel.dp=2 parallel.pp=2"
@@ -45,6 +45,17 @@ train_refused range "key 'trace' in [run]: '5:9' lies outside the steps this run
   "run.out_dir=$E2E_WORK/range" $H run.trace=5:9
 grep -q "ckpt\|trace" < <(ls "$E2E_WORK/range" 2>/dev/null) && fail "a refused range trained: $(ls "$E2E_WORK/range")"
 train_refused syntax "'2-3' is not a step number or range" "run.out_dir=$E2E_WORK/syntax" $H run.trace=2-3
+# one process (no launcher's check): the range refused before the start's
+# memory table; plait config check refuses both as train would
+train_refused range1 "'5:9' lies outside the steps this run trains; this run trains steps 1 to 3" \
+  "run.out_dir=$E2E_WORK/range1" run.steps=3 run.trace=5:9
+grep -q "memory on rank 0" "$E2E_WORK/range1.out" && fail "the refused range came after the memory table"
+for v in 2-3 5:9; do
+  "$PLAIT_BIN" config check "$CFG" run.steps=3 "run.trace=$v" >"$E2E_WORK/check-$v.out" 2>&1 &&
+    fail "config check accepted run.trace=$v"
+  grep -q "key 'trace' in \[run\]: '$v' " "$E2E_WORK/check-$v.out" ||
+    fail "config check's refusal of run.trace=$v: $(tail -n 2 "$E2E_WORK/check-$v.out")"
+done
 mkdir -p "$E2E_WORK/blocked"
 echo "not a directory" >"$E2E_WORK/blocked/trace"
 # files plait did not write as it writes them are refused, naming the line:
