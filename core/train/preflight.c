@@ -28,7 +28,7 @@ static void release_plan(plait_run *run) {
 
 /* Periodic evaluation needs a validation split: caught here rather than by
  * every rank at its first evaluation, after training time was spent. */
-plait_status plait_check_evaluation(const plait_config *cfg) {
+static plait_status check_evaluation(const plait_config *cfg) {
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     if (eval_every == 0 || plait_config_float(cfg, "data", "val_fraction") > 0) return PLAIT_OK;
     const char *val_path = plait_config_str(cfg, "data", "val_path");
@@ -43,6 +43,28 @@ plait_status plait_check_evaluation(const plait_config *cfg) {
                            ev_where, (long long)eval_every, vf_where);
 }
 
+/* A gathered save passes every tensor through world rank 0 as it is
+ * gathered: no rank has a snapshot of its own to write in the background. */
+static plait_status check_ckpt_async(const plait_config *cfg) {
+    if (!plait_config_bool(cfg, "run", "ckpt_async") || !strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
+        return PLAIT_OK;
+    const char *where = "";
+    plait_config_origin(cfg, "run", "ckpt_async", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [run] ckpt_async = true needs [run] ckpt_format = sharded: a gathered save passes "
+                           "every tensor through world rank 0 as it is gathered, so no rank has a snapshot of its own "
+                           "to write in the background (set ckpt_format = sharded, or ckpt_async = false)",
+                           where);
+}
+
+plait_status plait_check_run_keys(const plait_config *cfg) {
+    int64_t first, last;
+    plait_status st = check_evaluation(cfg);
+    if (st == PLAIT_OK) st = check_ckpt_async(cfg);
+    if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
+    return st;
+}
+
 /* The checks on every rank (all = 1: and the rules between them), or on
  * one rank of each pipeline stage. */
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
@@ -51,11 +73,7 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
  * cluster judges the cluster's precision, not this machine's. */
 plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
-    int64_t first, last;
     plait_status st = plait_precision_from_config(cfg, &precision);
-    /* [run] trace's form; its steps against the run's, by the run (a
-     * resumed run or a benchmark trains other steps than [run] steps) */
-    if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st == PLAIT_OK ? preflight(cfg, 1, NULL, NULL) : st;
 }
 
@@ -93,7 +111,7 @@ static plait_status check_dp_compression(const plait_config *cfg, int dp) {
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES], c[PLAIT_MESH_AXES];
-    plait_status st = plait_check_evaluation(cfg);
+    plait_status st = plait_check_run_keys(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
     if (st == PLAIT_OK) st = check_dp_compression(cfg, sizes[PLAIT_AXIS_DP]);

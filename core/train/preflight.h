@@ -30,10 +30,13 @@ plait_status plait_layout_preflight(plait_config *cfg);
 
 /* The part of the preflight every rank repeats before it trains (a run of
  * one process, or ranks started by mpirun, srun or torchrun, skip the
- * launcher's preflight): periodic evaluation ([run] eval_every > 0) needs a
- * validation split ([data] val_fraction > 0). PLAIT_ERR_INVALID_CONFIG
- * naming both keys and where they were set. */
-plait_status plait_check_evaluation(const plait_config *cfg);
+ * launcher's preflight), the rules between [run]'s keys: periodic
+ * evaluation ([run] eval_every > 0) needs a validation split ([data]
+ * val_fraction > 0 or val_path); [run] ckpt_async needs ckpt_format =
+ * sharded; [run] trace has the form N or FIRST:LAST (its steps against
+ * the run's are the run's to check: train/run_trace.h).
+ * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
+plait_status plait_check_run_keys(const plait_config *cfg);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the

@@ -182,7 +182,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
                                "its checkpoint files (PATH_MAX 4096): choose a shorter path",
                                where, given, OUT_DIR_MAX);
     }
-    plait_status st = plait_check_evaluation(cfg);
+    plait_status st = plait_check_run_keys(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)
@@ -321,11 +321,6 @@ static plait_status start(train_loop *t) {
     plait_status st = PLAIT_OK;
     t->tokens_per_step = run->work.batch.global_batch * run->model.block_size;
     t->ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
-    if (plait_config_bool(cfg, "run", "ckpt_async") && strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[run] ckpt_async = true needs [run] ckpt_format = sharded: a gathered save passes "
-                               "every tensor through world rank 0 as it is gathered, so no rank has a snapshot of "
-                               "its own to write in the background");
     /* the traced steps against those this run trains, before the start's
      * reports and measurements */
     st = plait_run_trace_range(cfg, run->step + 1, run->steps, &run->trace_first, &run->trace_last);

@@ -125,8 +125,14 @@ train async $A parallel.dp=4 optim.plugin=zero3 --resume
 grep -q "resuming from $E2E_WORK/async/ckpt-00000004" "$E2E_WORK/async.out" || fail "async did not resume from step 4"
 same_losses one async 0
 same_params one async bits
+rm -rf "${E2E_WORK:?}/async_gathered"
 train_refused async_gathered "needs [run] ckpt_format = sharded" "run.out_dir=$E2E_WORK/async_gathered" $A \
   run.ckpt_async=true
+[ -e "$E2E_WORK/async_gathered" ] && fail "the refused gathered async run made its directory"
+"$PLAIT_BIN" config check "$CFG" run.ckpt_async=true >"$E2E_WORK/async_check.out" 2>&1 &&
+  fail "config check accepted ckpt_async with gathered saves"
+grep -qF "[run] ckpt_async = true needs [run] ckpt_format = sharded" "$E2E_WORK/async_check.out" ||
+  fail "config check's refusal of ckpt_async: $(tail -n 2 "$E2E_WORK/async_check.out")"
 # a background write that fails (a directory where world rank 1's shard of
 # step 4 goes): reported at a later step naming the rank and the file; the
 # save of step 2 stays the run's complete checkpoint
