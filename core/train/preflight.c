@@ -57,10 +57,35 @@ static plait_status check_ckpt_async(const plait_config *cfg) {
                            where);
 }
 
-plait_status plait_check_run_keys(const plait_config *cfg) {
+/* [optim] offload's companions: the parameters' shards go where the
+ * state goes, and an offloaded state is float32 (the optimizers'
+ * offload.h and bf16_moments.h). */
+static plait_status check_offload(const plait_config *cfg) {
+    const char *offload = plait_config_str(cfg, "optim", "offload"), *where = "";
+    const int none = !offload || !strcmp(offload, "none");
+    if (none && plait_config_bool(cfg, "optim", "offload_params")) {
+        plait_config_origin(cfg, "optim", "offload_params", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] offload_params = true needs [optim] offload = host or nvme, where the "
+                               "parameter shards go beside the optimizer state; offload is none (set offload, or "
+                               "offload_params = false)",
+                               where);
+    }
+    if (!none && !strcmp(plait_config_str(cfg, "optim", "moments"), "bf16")) {
+        plait_config_origin(cfg, "optim", "moments", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] moments = bf16 with [optim] offload = %s: the offloaded state is "
+                               "float32; use moments = fp32 with offload, or offload = none with bf16 moments",
+                               where, offload);
+    }
+    return PLAIT_OK;
+}
+
+plait_status plait_check_key_rules(const plait_config *cfg) {
     int64_t first, last;
     plait_status st = check_evaluation(cfg);
     if (st == PLAIT_OK) st = check_ckpt_async(cfg);
+    if (st == PLAIT_OK) st = check_offload(cfg);
     if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st;
 }
@@ -111,7 +136,7 @@ static plait_status check_dp_compression(const plait_config *cfg, int dp) {
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES], c[PLAIT_MESH_AXES];
-    plait_status st = plait_check_run_keys(cfg);
+    plait_status st = plait_check_key_rules(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
     if (st == PLAIT_OK) st = check_dp_compression(cfg, sizes[PLAIT_AXIS_DP]);

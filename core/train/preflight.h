@@ -30,13 +30,15 @@ plait_status plait_layout_preflight(plait_config *cfg);
 
 /* The part of the preflight every rank repeats before it trains (a run of
  * one process, or ranks started by mpirun, srun or torchrun, skip the
- * launcher's preflight), the rules between [run]'s keys: periodic
+ * launcher's preflight), the rules between the core's keys: periodic
  * evaluation ([run] eval_every > 0) needs a validation split ([data]
  * val_fraction > 0 or val_path); [run] ckpt_async needs ckpt_format =
  * sharded; [run] trace has the form N or FIRST:LAST (its steps against
- * the run's are the run's to check: train/run_trace.h).
+ * the run's are the run's to check: train/run_trace.h); [optim]
+ * offload_params needs offload = host or nvme, and moments = bf16
+ * offload = none (the plugins refuse both too, each rank alone).
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
-plait_status plait_check_run_keys(const plait_config *cfg);
+plait_status plait_check_key_rules(const plait_config *cfg);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the

@@ -9,7 +9,8 @@
 #    and with offload_params weighs ZeRO-3 at dp 1;
 #  - `plait train` refuses offload = nvme without offload_path, a missing
 #    path and offload_params with another optimizer than zero3 before step
-#    1, and warns (naming the path and its free space) about a tmpfs;
+#    1, offload_params without offload and bf16 moments with offload (config
+#    check too) before it makes the run's directory, and warns (naming the path and its free space) about a tmpfs;
 #  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know, and a
 #    PLAIT_OFFLOAD_ISA it does not know or this CPU lacks.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
@@ -65,6 +66,19 @@ train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offlo
   "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
 train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
   optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+# the core's rules between [optim]'s keys, refused by config check and by
+# train before the run's directory (the plugins would refuse them too, each
+# rank alone): offload_params without offload, bf16 moments with offload
+for bad in "params_none|offload_params = true needs [optim] offload = host or nvme|optim.plugin=zero3 optim.offload_params=true" \
+  "moments_host|moments = bf16 with [optim] offload = host: the offloaded state is float32|optim.moments=bf16 optim.offload=host"; do
+  IFS='|' read -r name want keys <<<"$bad"
+  # shellcheck disable=SC2086 # the keys split into arguments
+  if out=$("$PLAIT_BIN" config check "$CFG" $keys 2>&1); then fail "config check accepted $keys: $out"; fi
+  grep -qF "$want" <<<"$out" || fail "config check's refusal of $keys: $out"
+  # shellcheck disable=SC2086
+  train_refused "$name" "$want" "${S[@]}" $keys "run.out_dir=$E2E_WORK/$name"
+  [ -e "$E2E_WORK/$name" ] && fail "$name: the refused run made its directory"
+done
 # the way the file is read and written: a value PLAIT_OFFLOAD_IO does not know
 PLAIT_OFFLOAD_IO=ring train_refused io_bogus "PLAIT_OFFLOAD_IO = ring: not a way to read and write offload_path; use auto" \
   "${S[@]}" "${N[@]}" "run.out_dir=$E2E_WORK/io_bogus"
