@@ -158,6 +158,8 @@ void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
     x->tp_overlap = tp_overlap_of(cfg);
     zero_buffers_of(cfg, x->zero_inflight, &x->zero3_gathered);
     x->dp_serial = dp_serial_of(cfg);
+    plait_value v;
+    x->dp_compression = plait_config_get(cfg, "parallel.dp", "grad_compression", &v) == PLAIT_OK && v.i != 0;
     x->deterministic = deterministic_of(cfg);
     x->threads = (int)plait_config_int(cfg, "run", "threads");
     /* the order the config was checked with: a bad one leaves the default */
@@ -347,6 +349,13 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
     if (x->moments16 && x->offload) { /* the optimizer refuses it (plugins/optim/common/bf16_moments.h) */
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "[optim] moments = bf16 with offload: the offloaded state is float32");
+    }
+    if (x->dp_compression && j.zero > 0 && l->dp > 1) { /* the run refuses it (train/preflight.c) */
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why,
+                 "[parallel.dp] grad_compression with %s, which reduces the gradients itself ([optim.%s] "
+                 "grad_compression)",
+                 l->optim, l->optim);
     }
 }
 

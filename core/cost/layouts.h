@@ -163,6 +163,7 @@ typedef struct plait_cost_ctx {
     int zero_inflight[4];     /* [optim.zeroZ] max_inflight, at z (0 = the plugins' default, 2) */
     int zero3_gathered;       /* [optim.zero3] prefetch_layers + 1 (0 = the default's, 2) */
     int dp_serial;            /* [parallel.dp] overlap = false: plain DP reduces after the backward */
+    int dp_compression;       /* [parallel.dp] grad_compression set: the ZeRO stages refuse it */
     int deterministic;        /* [run] deterministic: micro-batches summed in the canonical tree */
     int axes[4];              /* [parallel] order, as plait_cost_job's (all 0: the default) */
     int threads;              /* [run] threads, as plait_cost_job's */

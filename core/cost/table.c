@@ -148,8 +148,8 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
     double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, plait_cost_layout_ranks(l));
     int z = plait_cost_zero_stage(l->optim);
     /* the total in the table's unit too, so that a row and its explanation compare digit for digit */
-    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,
-            m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit");
+    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s%s\n", m->total / GiB,
+            m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit: ", r->fits ? "" : r->why);
     const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
     char copy[128] = "";
     if (ms->bf16 && z >= 3) /* made for a layer's call alone (model/model.h, params_gathered) */

@@ -93,12 +93,19 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
 /* The checks on every rank (all = 1: and the rules between them), or on
  * one rank of each pipeline stage. */
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
+static plait_status check_offload_params(const plait_config *cfg);
+static plait_status check_dp_compression(const plait_config *cfg);
 
 /* This host's CPU is checked only for a run on it: a prediction for a
  * cluster judges the cluster's precision, not this machine's. */
 plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
     plait_status st = plait_precision_from_config(cfg, &precision);
+    /* the optimizer's refusals of keys beside it, for a run only: the
+     * planner weighs the optimizers of one layout apart (core/cost), and
+     * the plans it keeps do not depend on the optimizer */
+    if (st == PLAIT_OK) st = check_offload_params(cfg);
+    if (st == PLAIT_OK) st = check_dp_compression(cfg);
     return st == PLAIT_OK ? preflight(cfg, 1, NULL, NULL) : st;
 }
 
@@ -110,22 +117,52 @@ plait_status plait_layout_preflight_stages(plait_config *cfg, plait_layout_visit
     return preflight(cfg, 0, visit, ctx);
 }
 
+/* The flags of the optimizer the config names, its table's (1), or 0
+ * where it does not load (train names the plugin it cannot load). */
+static int optim_flags(const plait_config *cfg, uint32_t *flags) {
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
+    if (!d) {
+        plait_clear_error();
+        return 0;
+    }
+    *flags = ((const plait_optim_ops *)d->ops)->flags;
+    return 1;
+}
+
+/* [optim] offload_params beside an optimizer that keeps every parameter
+ * whole (no PLAIT_OPTIM_OWNS_PARAMS): it refuses the key as it is created,
+ * on every rank; said here first, once. */
+static plait_status check_offload_params(const plait_config *cfg) {
+    uint32_t flags;
+    if (!plait_config_bool(cfg, "optim", "offload_params") || !optim_flags(cfg, &flags) ||
+        (flags & PLAIT_OPTIM_OWNS_PARAMS))
+        return PLAIT_OK;
+    const char *where = "";
+    plait_config_origin(cfg, "optim", "offload_params", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [optim] offload_params = true: the optimizer (%s) keeps every parameter whole where "
+                           "the model computes, so it has no shards to keep beside the state; use an optimizer that "
+                           "shards the parameters (optim.plugin=zero3), or offload_params = false",
+                           where, plait_config_str(cfg, "optim", "plugin"));
+}
+
 /* [parallel.dp] grad_compression beside an optimizer that reduces the
  * gradients itself (ZeRO): the dp plugin refuses it as it binds, on every
  * rank; said here too, so `config check` and the launcher say it first. */
-static plait_status check_dp_compression(const plait_config *cfg, int dp) {
+static plait_status check_dp_compression(const plait_config *cfg) {
     plait_value v;
-    if (dp < 2 || plait_config_get(cfg, "parallel.dp", "grad_compression", &v) != PLAIT_OK) return PLAIT_OK;
-    const char *kind = plait_config_str(cfg, "parallel.dp", "grad_compression");
-    if (!kind || strcmp(kind, "none") == 0) return PLAIT_OK;
-    const char *optim = plait_config_str(cfg, "optim", "plugin");
-    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, optim);
-    if (!d) { /* train names the plugin it cannot load */
-        plait_clear_error();
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
+    uint32_t flags;
+    if (plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK) {
+        plait_clear_error(); /* the preflight names it */
         return PLAIT_OK;
     }
-    const plait_optim_ops *ops = d->ops;
-    if (!(ops->flags & PLAIT_OPTIM_REDUCES_GRADS)) return PLAIT_OK;
+    if (sizes[PLAIT_AXIS_DP] < 2 || plait_config_get(cfg, "parallel.dp", "grad_compression", &v) != PLAIT_OK)
+        return PLAIT_OK;
+    const char *kind = plait_config_str(cfg, "parallel.dp", "grad_compression"), *optim;
+    if (!kind || strcmp(kind, "none") == 0 || !optim_flags(cfg, &flags) || !(flags & PLAIT_OPTIM_REDUCES_GRADS))
+        return PLAIT_OK;
+    optim = plait_config_str(cfg, "optim", "plugin");
     const char *where = NULL;
     plait_config_origin(cfg, "parallel.dp", "grad_compression", &where);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -139,7 +176,6 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     plait_status st = plait_check_key_rules(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
-    if (st == PLAIT_OK) st = check_dp_compression(cfg, sizes[PLAIT_AXIS_DP]);
     if (st != PLAIT_OK) return st;
     /* sequence parallelism needs a tp group: without one no plugin would
      * read the key (the tp plugin is not loaded), and it would be ignored */

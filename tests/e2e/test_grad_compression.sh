@@ -76,4 +76,16 @@ if "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/bad" $S optim.plugin=zero2 p
   >"$E2E_WORK/bad.out" 2>&1; then fail "grad_compression on dp under zero2 was accepted"; fi
 grep -q "grad_compression = bf16 does nothing here.*\[optim.zero2\] grad_compression" "$E2E_WORK/bad.out" ||
   fail "no clear error: $(tail -n 3 "$E2E_WORK/bad.out")"
+# the planner weighs each optimizer of one layout by its own rule: with the
+# DP plugin's key plain DP stays, and the ZeRO stages are set aside (a plan
+# the search keeps for one optimizer is not another's verdict)
+"$PLAIT_BIN" plan "$CFG" --ranks 2 --axes optim --top all parallel.dp=2 parallel.dp.grad_compression=int8 \
+  >"$E2E_WORK/plan.out" 2>&1 || fail "plan with dp compression: $(tail -n 5 "$E2E_WORK/plan.out")"
+grep -Eq '^ +1 +dp2 tp1 pp1 .* adam ' "$E2E_WORK/plan.out" || fail "plan did not keep adam: $(cat "$E2E_WORK/plan.out")"
+grep -Eq '^ +[0-9]+ +dp2 .* zero[123] .* yes$' "$E2E_WORK/plan.out" &&
+  fail "plan kept a ZeRO stage beside dp compression: $(cat "$E2E_WORK/plan.out")"
+"$PLAIT_BIN" plan "$CFG" --ranks 2 --explain "dp2 tp1 pp1 mb4 zero1 none" parallel.dp=2 \
+  parallel.dp.grad_compression=int8 >"$E2E_WORK/explain.out" 2>&1
+grep -qF -- "-- does not fit: [parallel.dp] grad_compression with zero1, which reduces the gradients itself" \
+  "$E2E_WORK/explain.out" || fail "--explain does not say why zero1 is set aside: $(grep memory "$E2E_WORK/explain.out")"
 echo "grad compression OK"

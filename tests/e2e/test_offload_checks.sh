@@ -66,6 +66,11 @@ train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offlo
   "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
 train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
   optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+if out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" optim.offload_params=true 2>&1); then
+  fail "config check accepted offload_params with adam: $out"
+fi
+grep -qF "offload_params = true: the optimizer (adam) keeps every parameter whole" <<<"$out" ||
+  fail "config check's refusal of offload_params with adam: $out"
 # the core's rules between [optim]'s keys, refused by config check and by
 # train before the run's directory (the plugins would refuse them too, each
 # rank alone): offload_params without offload, bf16 moments with offload
