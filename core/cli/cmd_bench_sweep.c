@@ -82,6 +82,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
     if (st == PLAIT_OK && !usable) {
         plait_cost_print_table(stdout, res, n);
         plait_cost_print_families(stdout, srch.families, srch.n_families);
+        if (srch.candidates == 0) plait_cli_layout_say_no_space(&a, "bench sweep");
         fprintf(stderr, "plait: error: bench sweep: none of the %zu layouts of %d ranks is valid and fits (reasons "
                         "above); nothing to measure\n",
                 srch.candidates, a.ranks);

@@ -72,39 +72,6 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
     return rc;
 }
 
-/* With no layout in the space at all: the size axes whose every value
- * leaves no room for N ranks (dp x cp x tp x pp = N), each named with
- * where its values came from. */
-static void say_no_space(const plait_cli_layout_args *a) {
-    static const struct {
-        int axis;
-        const char *name;
-    } sizes[] = {{PLAIT_AXIS_N_DP, "dp"}, {PLAIT_AXIS_N_TP, "tp"}, {PLAIT_AXIS_N_PP, "pp"}, {PLAIT_AXIS_N_CP, "cp"}};
-    const plait_cost_axes *ax = &a->axes;
-    const int base[] = {ax->base.dp, ax->base.tp, ax->base.pp, ax->base.cp > 0 ? ax->base.cp : 1};
-    int said = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const int k = sizes[i].axis, varied = (ax->vary >> k) & 1u;
-        if (varied && ax->n[k] == 0) continue; /* every divisor */
-        int fits = 0;
-        char vals[200] = "";
-        size_t used = 0;
-        for (int v = 0; v < (varied ? ax->n[k] : 1); v++) {
-            const int64_t x = varied ? ax->num[k][v] : base[i];
-            fits |= x > 0 && a->ranks % x == 0;
-            if (used < sizeof vals)
-                used += (size_t)snprintf(vals + used, sizeof vals - used, "%s%lld", v ? ", " : "", (long long)x);
-        }
-        if (fits) continue;
-        fprintf(stderr, "plait plan: %s %s (%s) does not divide %d ranks: no layout has dp x cp x tp x pp = %d\n",
-                sizes[i].name, vals, varied ? "the values given" : "the config's, not varied: give --axes or values",
-                a->ranks, a->ranks);
-        said = 1;
-    }
-    if (!said)
-        fprintf(stderr, "plait plan: no combination of the axes' values has dp x cp x tp x pp = %d ranks\n", a->ranks);
-}
-
 static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     plait_cli_layout_args a;
@@ -131,7 +98,7 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
             plait_cost_print_families(stdout, s.families, s.n_families);
             plait_cost_print_search(stdout, &s);
             if (s.n > 0) print_checkpoint(&a, &s.results[0].layout, &cluster);
-            if (s.n == 0 && s.candidates == 0) say_no_space(&a);
+            if (s.n == 0 && s.candidates == 0) plait_cli_layout_say_no_space(&a, "plan");
             if (s.n == 0) {
                 fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n",
                         a.ranks);

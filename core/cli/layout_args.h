@@ -63,6 +63,11 @@ void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster
 int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
                             plait_cluster *cluster, plait_cost_search *s);
 
+/* With a search whose space held no layout at all (candidates 0): to
+ * stderr, as "plait CMD: ...", each size axis whose every value fails to
+ * divide the ranks, or that no combination of them makes the ranks. */
+void plait_cli_layout_say_no_space(const plait_cli_layout_args *a, const char *cmd);
+
 /* plait_cost_loader for `a` (ctx): the file, the user's overrides, then the
  * layout's. */
 plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out);

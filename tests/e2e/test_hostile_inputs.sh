@@ -187,6 +187,7 @@ use --threads N instead of -n|bench comm -n 2 --op allreduce --comm threads
 ranks must be 1..1048576, not '0'|plan $CFG --ranks 0
 tp 3 (the values given) does not divide 4 ranks|plan $CFG --ranks 4 --tp 3
 no combination of the axes' values has dp x cp x tp x pp = 4 ranks|plan $CFG --ranks 4 --dp 4 --tp 2 --pp 1
+tp 2 (the values given) does not divide 3 ranks|bench sweep $CFG -n 3 --tp 2
 EOF2
 # the launcher's variables (torchrun-style), garbage
 while IFS='|' read -r want vars; do
