@@ -35,7 +35,7 @@ plait_status plait_layout_preflight(plait_config *cfg);
  * val_fraction > 0 or val_path); [run] ckpt_async needs ckpt_format =
  * sharded; [run] trace has the form N or FIRST:LAST (its steps against
  * the run's are the run's to check: train/run_trace.h); [optim]
- * offload_params needs offload = host or nvme, and moments = bf16
+ * offload_params needs offload = host or nvme, and moments = bf16 needs
  * offload = none (the plugins refuse both too, each rank alone).
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
 plait_status plait_check_key_rules(const plait_config *cfg);
