@@ -345,6 +345,10 @@ static void body_checked(int rank, plait_comm *w, job *j) {
                  strstr(plait_last_error(), "rank 0 called gather(count 1, i32, root 0)") &&
                  strstr(plait_last_error(), "allgather(count 1, i32"),
           "message: %s", plait_last_error());
+    /* a rank whose exchange ended first frees its communicator only when
+     * every rank has its verdict: freed earlier, its abort reaches a rank
+     * still exchanging as a lost peer (seen under load) */
+    pthread_barrier_wait(&j->bar);
 }
 
 /* ---- tests ------------------------------------------------------------------------- */
