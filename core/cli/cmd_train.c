@@ -8,6 +8,7 @@
 #include "cli/optim_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
+#include "train/preflight.h"
 #include "train/train_loop.h"
 
 static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
@@ -62,8 +63,8 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     return st != PLAIT_OK ? plait_restart_failure_exit(st) : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
-/* `plait train CONFIG -n N`: the masters', the optimizer's and the memory check, once,
- * before the ranks start (they skip the memory check: their launcher
+/* `plait train CONFIG -n N`: the layout's preflight, the masters', the
+ * optimizer's and the memory check, once, before the ranks start (they skip the memory check: their launcher
  * checked). */
 static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL;
@@ -80,8 +81,11 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         plait_cli_print_error("train");
         rc = 2;
     }
-    /* what every rank would refuse alone, once */
-    if (rc == 0 && cfg && (plait_cli_check_masters(cfg) != PLAIT_OK || plait_cli_check_optim(cfg) != PLAIT_OK)) {
+    /* what every rank would refuse alone, once: the layout and what the
+     * optimizer refuses beside it, as the launcher of a layout says them */
+    if (rc == 0 && cfg &&
+        (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
+         plait_cli_check_optim(cfg) != PLAIT_OK)) {
         plait_cli_print_error("train");
         rc = 1;
     }

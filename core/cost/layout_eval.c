@@ -350,6 +350,13 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "[optim] moments = bf16 with offload: the offloaded state is float32");
     }
+    if (x->grad_accum16 && x->deterministic && j.zero == 1 && stages[0].micro_batches > 1) {
+        out->fits = 0; /* the optimizer refuses it (plugins/optim/common/zero_state.c) */
+        snprintf(out->why, sizeof out->why,
+                 "[optim.zero1] grad_accum = bf16 with [run] deterministic = true and %d micro-batches a step: a "
+                 "bf16 running sum rounds where the micro-batches fall on the ranks",
+                 (int)stages[0].micro_batches);
+    }
     if (x->dp_compression && j.zero > 0 && l->dp > 1) { /* the run refuses it (train/preflight.c) */
         out->fits = 0;
         snprintf(out->why, sizeof out->why,

@@ -95,6 +95,7 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
 static plait_status check_offload_params(const plait_config *cfg);
 static plait_status check_dp_compression(const plait_config *cfg);
+static plait_status check_bf16_sums(plait_config *cfg);
 
 /* This host's CPU is checked only for a run on it: a prediction for a
  * cluster judges the cluster's precision, not this machine's. */
@@ -106,7 +107,8 @@ plait_status plait_layout_preflight(plait_config *cfg) {
      * the plans it keeps do not depend on the optimizer */
     if (st == PLAIT_OK) st = check_offload_params(cfg);
     if (st == PLAIT_OK) st = check_dp_compression(cfg);
-    return st == PLAIT_OK ? preflight(cfg, 1, NULL, NULL) : st;
+    if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL);
+    return st == PLAIT_OK ? check_bf16_sums(cfg) : st; /* after the batch's own checks */
 }
 
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
@@ -169,6 +171,37 @@ static plait_status check_dp_compression(const plait_config *cfg) {
                            "%s: [parallel.dp] grad_compression = %s does nothing here: the optimizer (%s) reduces the "
                            "gradients itself; set its own key instead ([optim.%s] grad_compression)",
                            where ? where : "config", kind, optim, optim);
+}
+
+/* An optimizer that sums the micro-batches' gradients in bf16 itself
+ * ([optim.zero1] grad_accum = bf16) under [run] deterministic with more
+ * than one micro-batch a rank: the running sum rounds where the
+ * micro-batches fall, so the optimizer refuses it as it is created, on
+ * every rank (plugins/optim/common/zero_state.c); said here first, once,
+ * in its words. */
+static plait_status check_bf16_sums(plait_config *cfg) {
+    char section[96];
+    plait_value v;
+    plait_batch b;
+    snprintf(section, sizeof section, "optim.%s", plait_config_str(cfg, "optim", "plugin"));
+    if (!plait_config_bool(cfg, "run", "deterministic")) return PLAIT_OK;
+    if (plait_config_get(cfg, section, "grad_accum", &v) != PLAIT_OK) {
+        plait_clear_error(); /* an optimizer without the key */
+        return PLAIT_OK;
+    }
+    const char *acc = plait_config_str(cfg, section, "grad_accum");
+    if (!acc || strcmp(acc, "bf16") != 0 || plait_batch_from_config(cfg, &b) != PLAIT_OK || b.accumulation < 2) {
+        plait_clear_error();
+        return PLAIT_OK;
+    }
+    const char *where = NULL;
+    plait_config_origin(cfg, section, "grad_accum", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [%s] grad_accum = bf16 with [run] deterministic = true and %lld micro-batches a step: "
+                           "a bf16 running sum rounds where the micro-batches fall on the ranks, so the layouts would "
+                           "not be bit-identical; use grad_accum = fp32, deterministic = false, or one micro-batch a "
+                           "step (data.micro_batch = global_batch / dp)",
+                           where ? where : "config", section, (long long)b.accumulation);
 }
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {

@@ -289,10 +289,24 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
+grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|config check $CFG parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true data.micro_batch=1
 virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.virtual_stages=2
 schedule = interleaved needs virtual_stages >= 2|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
 ranges overlap or are out of model order|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.stages=0-3,3-3
 EOF2
+# the planner sets aside the layouts that optimizer would refuse: zero1's
+# bf16 sums over more than one micro-batch a deterministic step
+out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 --axes dp,optim,micro_batch --top all run.deterministic=true \
+  optim.zero1.grad_accum=bf16 2>&1) || fail "plan with zero1's bf16 sums: $out"
+grep -Eq '^ +[0-9]+ +dp2 tp1 pp1 mb4 zero1 ' <<<"$out" || fail "plan dropped zero1 at one micro-batch a step: $out"
+grep -Eq '^ +[0-9]+ +dp2 tp1 pp1 mb[12] zero1 .* yes$' <<<"$out" &&
+  fail "plan kept zero1 summing micro-batches in bf16 under deterministic: $out"
+# ...and `train -n 2` refuses it once, before any rank starts
+refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step" \
+  "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \
+  data.micro_batch=1 "run.out_dir=$W5/bf16-sums"
+[ ! -e "$W5/bf16-sums" ] || fail "train -n 2 started ranks for zero1's bf16 sums: $(ls "$W5/bf16-sums")"
+grep -q "rank [01] failed" "$E2E_WORK/bf16-sums-n2.out" && fail "a rank reported zero1's bf16 sums: $(cat "$E2E_WORK/bf16-sums-n2.out")"
 # cluster files
 while IFS='|' read -r want text; do
   printf "$text" >"$W5/cluster.ini"
