@@ -346,6 +346,11 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "[optim] offload_params = true: only zero3 shards the parameters");
     }
+    if (x->offload == 1 && !x->cluster->gpu) { /* the optimizer refuses it (plait/optim_util.h) */
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why,
+                 "[optim] offload = host: a CPU node's ranks keep their state in host memory already");
+    }
     if (x->moments16 && x->offload) { /* the optimizer refuses it (plugins/optim/common/bf16_moments.h) */
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "[optim] moments = bf16 with offload: the offloaded state is float32");

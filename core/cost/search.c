@@ -315,23 +315,54 @@ typedef struct triple {
     double least;
     size_t least_index;
     size_t members; /* its layouts weighed (the enumeration keeps a family's together) */
+    int other;      /* the reason (a `reasons` index) a layout within the memory limit
+                       does not fit, as a rule of its keys says; -1: none */
 } triple;
 
 static triple triple_of(const plait_cost_layout *l, double mem, size_t i) {
-    return (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .ep = l->ep, .least = mem, .least_index = i};
+    return (triple){
+        .dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .ep = l->ep, .least = mem, .least_index = i, .other = -1};
 }
 
-/* Each family none of whose weighed layouts fits the `limit` (bytes), said
- * once with its least memory and counting them all; 0, or -1 when out of
+/* The distinct reasons other than memory that layouts do not fit for:
+ * few (the rules of the config's keys), each kept once. */
+typedef struct reasons {
+    char (*text)[sizeof(((plait_cost_result *)0)->why)];
+    int n, cap;
+} reasons;
+
+/* The index of `why` in `r`, added where new; -1 when out of memory. */
+static int reason_of(reasons *r, const char *why) {
+    for (int k = 0; k < r->n; k++)
+        if (strcmp(r->text[k], why) == 0) return k;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 4;
+        void *t = realloc(r->text, (size_t)cap * sizeof *r->text);
+        if (!t) return -1;
+        r->text = t;
+        r->cap = cap;
+    }
+    snprintf(r->text[r->n], sizeof *r->text, "%s", why);
+    return r->n++;
+}
+
+/* Each family none of whose weighed layouts fits, said once and counting
+ * them all: with its least memory where that is over the `limit` (bytes),
+ * else with the rule that set its layouts aside; 0, or -1 when out of
  * memory. */
-static int unfit_families(const triple *tri, size_t nt, const plait_cost_layout *lay, double limit, families *fs) {
+static int unfit_families(const triple *tri, size_t nt, const plait_cost_layout *lay, double limit,
+                          const reasons *other, families *fs) {
     for (size_t k = 0; k < nt; k++) {
         if (tri[k].fits) continue;
         char family[96], why[512], least[128];
         family_of(&lay[tri[k].least_index], "", family, sizeof family);
         plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
-        snprintf(why, sizeof why, "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed",
-                 tri[k].least / 1048576.0, least, limit / 1048576.0);
+        if (tri[k].other >= 0 && !(limit > 0 && tri[k].least > limit))
+            snprintf(why, sizeof why, "none fits: %s", other->text[tri[k].other]);
+        else
+            snprintf(why, sizeof why,
+                     "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed",
+                     tri[k].least / 1048576.0, least, limit / 1048576.0);
         if (add_family(fs, family, why, 1) != 0) return -1;
         fs->f[fs->last].layouts = tri[k].members;
     }
@@ -356,6 +387,8 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     plait_cost_plans *plans = NULL;
     search_memo memo = {.rules = plait_cost_memo_new(), .stages = plait_cost_memo_new()};
     kept_rows rows = {0};
+    reasons other = {0};
+    const double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks);
     if (!lay || !w || !stages || !scratch || !tri || !memo.rules || !memo.stages) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
         goto done;
@@ -387,15 +420,16 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         triple *t = &tri[nt - 1];
         t->members++;
         t->fits |= scratch->fits;
+        if (!scratch->fits && t->other < 0 && !(limit > 0 && scratch->mem.total > limit) &&
+            (t->other = reason_of(&other, scratch->why)) < 0)
+            goto oom;
         if (scratch->mem.total < t->least) {
             t->least = scratch->mem.total;
             t->least_index = i;
         }
     }
     out->weighed = nw;
-    if (unfit_families(tri, nt, lay, x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks),
-                       &fs) != 0)
-        goto oom;
+    if (unfit_families(tri, nt, lay, limit, &other, &fs) != 0) goto oom;
     qsort(w, nw, sizeof *w, by_weight);
     /* the best through their plugin's plan: its refusal sets a layout
      * aside (and the next one is tried); the figures shown are its */
@@ -439,6 +473,7 @@ done:
     out->families = fs.f;
     out->n_families = fs.n;
     free(tri);
+    free(other.text);
     free(scratch);
     free(stages);
     free(w);

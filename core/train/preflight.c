@@ -81,6 +81,17 @@ static plait_status check_offload(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
+plait_status plait_check_device_rules(const plait_config *cfg) {
+    const char *offload = plait_config_str(cfg, "optim", "offload"), *where = "";
+    if (!offload || strcmp(offload, "host") != 0 || strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0)
+        return PLAIT_OK;
+    plait_config_origin(cfg, "optim", "offload", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [optim] offload = host: the cpu device's memory is host memory already, so the "
+                           "optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
+                           where);
+}
+
 plait_status plait_check_key_rules(const plait_config *cfg) {
     int64_t first, last;
     plait_status st = check_evaluation(cfg);
@@ -97,8 +108,9 @@ static plait_status check_offload_params(const plait_config *cfg);
 static plait_status check_dp_compression(const plait_config *cfg);
 static plait_status check_bf16_sums(plait_config *cfg);
 
-/* This host's CPU is checked only for a run on it: a prediction for a
- * cluster judges the cluster's precision, not this machine's. */
+/* This host's CPU and the run's device are checked only for a run on
+ * them: a prediction for a cluster judges the cluster's precision and
+ * device, not this machine's. */
 plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
     plait_status st = plait_precision_from_config(cfg, &precision);
@@ -107,7 +119,8 @@ plait_status plait_layout_preflight(plait_config *cfg) {
      * the plans it keeps do not depend on the optimizer */
     if (st == PLAIT_OK) st = check_offload_params(cfg);
     if (st == PLAIT_OK) st = check_dp_compression(cfg);
-    if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL);
+    if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
+    if (st == PLAIT_OK) st = plait_check_device_rules(cfg);
     return st == PLAIT_OK ? check_bf16_sums(cfg) : st; /* after the batch's own checks */
 }
 

@@ -18,7 +18,11 @@
 #include "layout/batch.h"
 
 /* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks
- * on this host ([run] precision against this host's CPU included).
+ * on this host ([run] precision against this host's CPU, and the rules of
+ * the run's device, plait_check_device_rules, included); what the optimizer
+ * refuses beside the layout's keys (a DP compression it leaves unused,
+ * offload_params where it keeps every parameter whole, a bf16 running sum
+ * of micro-batches under deterministic mode).
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
  * would. Calls the parallel plugin's create and plan once per world rank
  * with a mesh whose communicators are NULL (neither may communicate; see
@@ -39,6 +43,15 @@ plait_status plait_layout_preflight(plait_config *cfg);
  * offload = none (the plugins refuse both too, each rank alone).
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
 plait_status plait_check_key_rules(const plait_config *cfg);
+
+/* The rules between the core's keys and the run's own device, for a run
+ * only (a plan for a cluster weighs its ranks' device: core/cost):
+ * [optim] offload = host on the cpu device, whose memory is host memory
+ * already (the optimizers refuse it too, each rank alone,
+ * plait/optim_util.h). Checked with the key rules by every rank before its
+ * run directory, and by plait_layout_preflight. PLAIT_ERR_INVALID_CONFIG
+ * naming the key and where it was set. */
+plait_status plait_check_device_rules(const plait_config *cfg);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the

@@ -183,6 +183,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
                                where, given, OUT_DIR_MAX);
     }
     plait_status st = plait_check_key_rules(cfg);
+    if (st == PLAIT_OK) st = plait_check_device_rules(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)

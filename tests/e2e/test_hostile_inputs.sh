@@ -301,6 +301,13 @@ out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 --axes dp,optim,micro_batch 
 grep -Eq '^ +[0-9]+ +dp2 tp1 pp1 mb4 zero1 ' <<<"$out" || fail "plan dropped zero1 at one micro-batch a step: $out"
 grep -Eq '^ +[0-9]+ +dp2 tp1 pp1 mb[12] zero1 .* yes$' <<<"$out" &&
   fail "plan kept zero1 summing micro-batches in bf16 under deterministic: $out"
+# a rule that sets every layout aside is what each family's line names,
+# not a memory limit none of them reached
+out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 optim.offload=host 2>&1) &&
+  fail "plan of a CPU node kept a layout for offload = host: $out"
+grep -q '^# does not fit: dp2 tp1 pp1 ([0-9]* layouts): none fits: \[optim\] offload = host: a CPU node' <<<"$out" ||
+  fail "plan's family line does not name offload = host: $out"
+grep -q 'none fits: the least memory' <<<"$out" && fail "plan blames memory for offload = host: $out"
 # ...and `train -n 2` refuses it once, before any rank starts
 refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step" \
   "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \

@@ -9,8 +9,9 @@
 #    and with offload_params weighs ZeRO-3 at dp 1;
 #  - `plait train` refuses offload = nvme without offload_path, a missing
 #    path and offload_params with another optimizer than zero3 before step
-#    1, offload_params without offload and bf16 moments with offload (config
-#    check too) before it makes the run's directory, and warns (naming the path and its free space) about a tmpfs;
+#    1, offload_params without offload, bf16 moments with offload and
+#    offload = host on the cpu device (config check too) before it makes the
+#    run's directory, and warns (naming the path and its free space) about a tmpfs;
 #  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know, and a
 #    PLAIT_OFFLOAD_ISA it does not know or this CPU lacks.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
@@ -25,8 +26,11 @@ grep -q '^offloaded optimizer state per rank' <<<"$out" || fail "config check sh
 
 # offload = host counts, beside the moments (the nvme file's bytes), the
 # page-locked mirrors of the gradients and parameters its copies fill: as
-# many bytes again
-host_mib=$("$PLAIT_BIN" config check "$CFG" optim.offload=host 2>&1 | grep -A2 '^offloaded' | awk 'NR == 3 {print $2}')
+# many bytes again. It is for a device with memory of its own (the cpu
+# device refuses it, below): counted for the cuda device's ranks, as the cpu
+# device's where no GPU opens
+host_mib=$("$PLAIT_BIN" config check "$CFG" optim.offload=host device.plugin=cuda 2>&1 | grep -A2 '^offloaded' |
+  awk 'NR == 3 {print $2}')
 disk_mib=$(grep -A2 '^offloaded' <<<"$out" | awk 'NR == 3 {print $3}')
 awk -v h="$host_mib" -v d="$disk_mib" 'BEGIN { exit !(d > 0 && h >= 2 * d - 0.1 && h <= 2 * d + 0.1) }' ||
   fail "offload = host counts $host_mib MiB of host memory; the moments are $disk_mib MiB, the mirrors as much again"
@@ -71,11 +75,13 @@ if out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" optim.offload_params=true 2>
 fi
 grep -qF "offload_params = true: the optimizer (adam) keeps every parameter whole" <<<"$out" ||
   fail "config check's refusal of offload_params with adam: $out"
-# the core's rules between [optim]'s keys, refused by config check and by
-# train before the run's directory (the plugins would refuse them too, each
-# rank alone): offload_params without offload, bf16 moments with offload
+# the core's rules between [optim]'s keys and [device]'s, refused by config
+# check and by train before the run's directory (the plugins would refuse
+# them too, each rank alone): offload_params without offload, bf16 moments
+# with offload, offload = host where the device's memory is the host's
 for bad in "params_none|offload_params = true needs [optim] offload = host or nvme|optim.plugin=zero3 optim.offload_params=true" \
-  "moments_host|moments = bf16 with [optim] offload = host: the offloaded state is float32|optim.moments=bf16 optim.offload=host"; do
+  "moments_host|moments = bf16 with [optim] offload = host: the offloaded state is float32|optim.moments=bf16 optim.offload=host" \
+  "host_on_cpu|[optim] offload = host: the cpu device's memory is host memory already|optim.offload=host"; do
   IFS='|' read -r name want keys <<<"$bad"
   # shellcheck disable=SC2086 # the keys split into arguments
   if out=$("$PLAIT_BIN" config check "$CFG" $keys 2>&1); then fail "config check accepted $keys: $out"; fi
