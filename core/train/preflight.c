@@ -81,6 +81,22 @@ static plait_status check_offload(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
+/* The cosine schedule decays from [optim] lr to min_lr: a floor above the
+ * peak would raise the rate as the run goes on, which no schedule means
+ * (Megatron-LM asserts the same). */
+static plait_status check_lr(const plait_config *cfg) {
+    const double lr = plait_config_float(cfg, "optim", "lr"), min_lr = plait_config_float(cfg, "optim", "min_lr");
+    if (min_lr <= lr || strcmp(plait_config_str(cfg, "optim", "lr_schedule"), "cosine") != 0) return PLAIT_OK;
+    const char *min_where = "", *lr_where = "";
+    const int min_default = plait_config_origin(cfg, "optim", "min_lr", &min_where) == PLAIT_ORIGIN_DEFAULT;
+    plait_config_origin(cfg, "optim", "lr", &lr_where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [optim] min_lr = %g%s is above lr = %g: the cosine schedule decays from lr to "
+                           "min_lr; set min_lr <= lr (with lr = 0, min_lr = 0 keeps the weights still), or "
+                           "lr_schedule = constant",
+                           min_default ? lr_where : min_where, min_lr, min_default ? " (its default)" : "", lr);
+}
+
 plait_status plait_check_device_rules(const plait_config *cfg) {
     const char *offload = plait_config_str(cfg, "optim", "offload"), *where = "";
     if (!offload || strcmp(offload, "host") != 0 || strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0)
@@ -97,6 +113,7 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
     plait_status st = check_evaluation(cfg);
     if (st == PLAIT_OK) st = check_ckpt_async(cfg);
     if (st == PLAIT_OK) st = check_offload(cfg);
+    if (st == PLAIT_OK) st = check_lr(cfg);
     if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st;
 }

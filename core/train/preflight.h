@@ -40,7 +40,8 @@ plait_status plait_layout_preflight(plait_config *cfg);
  * sharded; [run] trace has the form N or FIRST:LAST (its steps against
  * the run's are the run's to check: train/run_trace.h); [optim]
  * offload_params needs offload = host or nvme, and moments = bf16 needs
- * offload = none (the plugins refuse both too, each rank alone).
+ * offload = none (the plugins refuse both too, each rank alone); under
+ * the cosine schedule [optim] min_lr is at most lr.
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
 plait_status plait_check_key_rules(const plait_config *cfg);
 

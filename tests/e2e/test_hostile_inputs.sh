@@ -290,6 +290,8 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
 grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|config check $CFG parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true data.micro_batch=1
+[optim] min_lr = 0.0001 (its default) is above lr = 0: the cosine schedule decays from lr to min_lr|config check $CFG optim.lr=0
+[optim] min_lr = 0.5 is above lr = 0.1|train $CFG optim.min_lr=0.5 optim.lr=0.1 run.out_dir=$W5/min-lr
 virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.virtual_stages=2
 schedule = interleaved needs virtual_stages >= 2|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
 ranges overlap or are out of model order|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.stages=0-3,3-3
@@ -312,6 +314,7 @@ grep -q 'none fits: the least memory' <<<"$out" && fail "plan blames memory for 
 refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step" \
   "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \
   data.micro_batch=1 "run.out_dir=$W5/bf16-sums"
+[ ! -e "$W5/min-lr" ] || fail "train made the run directory of a min_lr above lr"
 [ ! -e "$W5/bf16-sums" ] || fail "train -n 2 started ranks for zero1's bf16 sums: $(ls "$W5/bf16-sums")"
 grep -q "rank [01] failed" "$E2E_WORK/bf16-sums-n2.out" && fail "a rank reported zero1's bf16 sums: $(cat "$E2E_WORK/bf16-sums-n2.out")"
 # cluster files

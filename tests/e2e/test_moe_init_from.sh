@@ -17,7 +17,7 @@ for arch in gpt llama; do
     set -- $l
     name=$arch$1
     shift
-    train "$name" $D run.steps=1 run.ckpt_every=1 optim.lr=0 run.init_from="$SRC" "$@"
+    train "$name" $D run.steps=1 run.ckpt_every=1 optim.lr=0 optim.min_lr=0 run.init_from="$SRC" "$@"
     "$CKPT_DIFF" "$(last_ckpt "${arch}src")" "$(last_ckpt "$name")" --files model --rtol 0 ||
       fail "$arch: init_from at $name did not read the checkpoint's weights exactly"
     train "${name}t" $D run.steps=3 run.init_from="$SRC" "$@"
