@@ -137,12 +137,22 @@ static void print_model(const plait_config *cfg) {
  * said before any rank starts; whether the device widens bf16 is left to
  * the ranks, which open it. */
 static plait_status check_residual(const plait_config *cfg) {
-    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0 ||
-        plait_device_precision(cfg) == PLAIT_PRECISION_BF16)
-        return PLAIT_OK;
+    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0) return PLAIT_OK;
+    if (plait_device_precision(cfg) != PLAIT_PRECISION_BF16)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "[run] residual = bf16 needs [run] precision = bf16: the residual stream rounds to the "
+                               "products' bf16 (residual = fp32 keeps it float32)");
+    /* the model widens the stream where a layer reads it: the device the
+     * ranks open must have the kernel (one that does not open here is left
+     * to the ranks) */
+    plait_cli_device dev;
+    plait_cli_device_ask(cfg, &dev);
+    if (dev.fell_back || dev.cost.bf16_tensors) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                           "[run] residual = bf16 needs [run] precision = bf16: the residual stream rounds to the "
-                           "products' bf16 (residual = fp32 keeps it float32)");
+                           "[run] residual = bf16 needs a device whose kernels widen bf16 (from_bf16), and the %s "
+                           "device's do not: the residual stream rounds to bf16 and is widened again where a layer "
+                           "reads it (residual = fp32 keeps it float32)",
+                           dev.counted);
 }
 
 static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
