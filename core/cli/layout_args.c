@@ -12,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "layout/batch.h"
+#include "train/preflight.h"
 
 static int bad(const char *cmd, const char *what, const char *arg) {
     fprintf(stderr, "plait %s: %s '%s'; 'plait help %s' lists the options\n", cmd, what, arg,
@@ -163,8 +164,10 @@ static const char *str_or(const plait_config *cfg, const char *sec, const char *
 int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     plait_config *cfg = NULL;
     plait_batch batch;
+    /* the rules between the core's keys hold for every layout: a config
+     * that breaks one is refused once, not layout by layout */
     if (plait_cli_load_config(a->config, a->n_over, a->over, &cfg) != PLAIT_OK ||
-        plait_batch_from_config(cfg, &batch) != PLAIT_OK) {
+        plait_batch_from_config(cfg, &batch) != PLAIT_OK || plait_check_key_rules(cfg) != PLAIT_OK) {
         plait_cli_print_error(NULL); /* its errors name the file or the command line, as config check's do */
         plait_config_free(cfg);
         return 1;

@@ -84,8 +84,9 @@ plait_status plait_trace_events_read(const char *path, event **out, size_t *n_ou
     while (st == PLAIT_OK && fgets(line, sizeof line, f)) {
         ln++;
         if (ln == 1 && strncmp(line, PLAIT_TRACE_JSON_FIRST_LINE, strlen(PLAIT_TRACE_JSON_FIRST_LINE)) != 0) {
-            st = plait_set_error(PLAIT_ERR_INVALID_ARG, "%s:1: not a trace merged by plait (it starts with %s; "
-                                                        "`plait trace merge DIR` writes DIR/trace.json)",
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s:1: not a trace merged by plait (one starts with %s; "
+                                 "`plait trace merge DIR` writes DIR/trace.json)",
                                  path, PLAIT_TRACE_JSON_FIRST_LINE);
             break;
         }

@@ -103,8 +103,8 @@ plait_status plait_check_device_rules(const plait_config *cfg) {
         return PLAIT_OK;
     plait_config_origin(cfg, "optim", "offload", &where);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [optim] offload = host: the cpu device's memory is host memory already, so the "
-                           "optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
+                           "%s: [optim] offload = host: this device's memory is host memory already (the cpu device), "
+                           "so the optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
                            where);
 }
 

@@ -289,6 +289,7 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
+not a trace merged by plait (one starts with|trace summary $CFG
 grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|config check $CFG parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true data.micro_batch=1
 [optim] min_lr = 0.0001 (its default) is above lr = 0: the cosine schedule decays from lr to min_lr|config check $CFG optim.lr=0
 [optim] min_lr = 0.5 is above lr = 0.1|train $CFG optim.min_lr=0.5 optim.lr=0.1 run.out_dir=$W5/min-lr
@@ -310,6 +311,13 @@ out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 optim.offload=host 2>&1) &&
 grep -q '^# does not fit: dp2 tp1 pp1 ([0-9]* layouts): none fits: \[optim\] offload = host: a CPU node' <<<"$out" ||
   fail "plan's family line does not name offload = host: $out"
 grep -q 'none fits: the least memory' <<<"$out" && fail "plan blames memory for offload = host: $out"
+# a rule between the core's keys holds for every layout: plan refuses it
+# once, in config check's words, not layout by layout
+out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 optim.offload_params=true 2>&1) &&
+  fail "plan accepted offload_params without offload: $out"
+[ "$(grep -c 'offload_params = true needs \[optim\] offload = host or nvme' <<<"$out")" -eq 1 ] ||
+  fail "plan did not refuse offload_params without offload once: $out"
+grep -q '^# skipped' <<<"$out" && fail "plan weighed layouts of a config that breaks a key rule: $out"
 # ...and `train -n 2` refuses it once, before any rank starts
 refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step" \
   "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \

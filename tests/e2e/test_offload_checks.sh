@@ -81,7 +81,7 @@ grep -qF "offload_params = true: the optimizer (adam) keeps every parameter whol
 # with offload, offload = host where the device's memory is the host's
 for bad in "params_none|offload_params = true needs [optim] offload = host or nvme|optim.plugin=zero3 optim.offload_params=true" \
   "moments_host|moments = bf16 with [optim] offload = host: the offloaded state is float32|optim.moments=bf16 optim.offload=host" \
-  "host_on_cpu|[optim] offload = host: the cpu device's memory is host memory already|optim.offload=host"; do
+  "host_on_cpu|[optim] offload = host: this device's memory is host memory already (the cpu device)|optim.offload=host"; do
   IFS='|' read -r name want keys <<<"$bad"
   # shellcheck disable=SC2086 # the keys split into arguments
   if out=$("$PLAIT_BIN" config check "$CFG" $keys 2>&1); then fail "config check accepted $keys: $out"; fi
