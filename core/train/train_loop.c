@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "elastic/agent_client.h"
 #include "launch/restart.h"
+#include "layout/mesh.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/out_file.h"
@@ -182,8 +183,14 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
                                "its checkpoint files (PATH_MAX 4096): choose a shorter path",
                                where, given, OUT_DIR_MAX);
     }
-    plait_status st = plait_check_key_rules(cfg);
-    if (st == PLAIT_OK) st = plait_check_device_rules(cfg);
+    /* One process has no launcher to check its layout first: the same
+     * preflight here (its model, batch, plan and what the optimizer refuses
+     * beside them), before the run's directory; a rank of several keeps
+     * the rules between the core's keys, its launcher having checked the
+     * rest, or its plugins checking their own as they are made */
+    const int alone = plait_mesh_world_size(cfg) == 1;
+    plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
+    if (st == PLAIT_OK && !alone) st = plait_check_device_rules(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)

@@ -318,6 +318,11 @@ out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 optim.offload_params=true 2>
 [ "$(grep -c 'offload_params = true needs \[optim\] offload = host or nvme' <<<"$out")" -eq 1 ] ||
   fail "plan did not refuse offload_params without offload once: $out"
 grep -q '^# skipped' <<<"$out" && fail "plan weighed layouts of a config that breaks a key rule: $out"
+# a run of one process has no launcher: it runs the layout's preflight
+# itself, before its run directory (the model refused it after)
+refused one-process "[model] moe_top_k = 9 is more than moe_experts = 8" "$PLAIT_BIN" train \
+  "$PLAIT_SOURCE_DIR/configs/moe-tiny.ini" model.moe_top_k=9 "run.out_dir=$W5/top-k"
+[ ! -e "$W5/top-k" ] || fail "a run of one process made its directory for a model config check refuses"
 # ...and `train -n 2` refuses it once, before any rank starts
 refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step" \
   "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \

@@ -7,9 +7,9 @@
 #    naming the path, its free space and what is needed;
 #  - `plait plan` shows the offloaded bytes apart from the rank's memory,
 #    and with offload_params weighs ZeRO-3 at dp 1;
-#  - `plait train` refuses offload = nvme without offload_path, a missing
-#    path and offload_params with another optimizer than zero3 before step
-#    1, offload_params without offload, bf16 moments with offload and
+#  - `plait train` refuses offload = nvme without offload_path and a missing
+#    path before step 1, and offload_params with another optimizer than
+#    zero3, offload_params without offload, bf16 moments with offload and
 #    offload = host on the cpu device (config check too) before it makes the
 #    run's directory, and warns (naming the path and its free space) about a tmpfs;
 #  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know, and a
@@ -68,8 +68,11 @@ train_refused no_path "offload = nvme needs [optim] offload_path" "${S[@]}" opti
   "run.out_dir=$E2E_WORK/no_path" run.memory_check=false
 train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offload=nvme \
   "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
-train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
-  optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+# (a run of one process runs the launcher's preflight itself, before its
+# directory; the optimizer's own refusal is test_zero_equiv's)
+train_refused params_adam "offload_params = true: the optimizer (adam) keeps every parameter whole" "${S[@]}" \
+  "${N[@]}" optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+[ -e "$E2E_WORK/params_adam" ] && fail "params_adam: the refused run made its directory"
 if out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" optim.offload_params=true 2>&1); then
   fail "config check accepted offload_params with adam: $out"
 fi

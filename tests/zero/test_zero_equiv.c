@@ -20,7 +20,10 @@
  *     every stage at dp 2 and 4 are one process's bits, the moments they
  *     export are bf16 values widened, a run resumed from them is the
  *     uninterrupted run's bits, and the curve follows float32 moments'
- *     within bf16's rounding of them (and differs from it).
+ *     within bf16's rounding of them (and differs from it);
+ *   - the optimizers refuse offload_params where they keep every parameter
+ *     whole, and offload = host on host memory, themselves (a rank that no
+ *     launcher of plait's checked first meets these).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -423,13 +426,44 @@ static void test_moments_bf16(void **state) {
     zh_run_free(&off);
 }
 
+/* The optimizers' own refusals of [optim] offload's keys, which the core
+ * says first before a run (train/preflight.c) but a rank started by
+ * another launcher meets here: offload_params where the optimizer keeps
+ * every parameter whole, offload = host where the device's memory is the
+ * host's (the harness's host: no device of its own). */
+static void test_offload_refused(void **state) {
+    (void)state;
+    static const char *const params = "[optim]\noffload = nvme\noffload_path = /tmp\noffload_params = true\n";
+    const struct {
+        const char *plugin, *ini, *want;
+        int n;
+    } cases[] = {
+        {"adam", params, "offload_params = true: adam keeps every parameter whole", 1},
+        {"zero1", params, "offload_params = true: only zero3 shards the parameters", 2},
+        {"adam", "[optim]\noffload = host\n", "offload = host: this device's memory is host memory already", 1},
+        {"zero2", "[optim]\noffload = host\n", "offload = host: this device's memory is host memory already", 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        zh_run r = {.plugin = cases[k].plugin,
+                    .model = &uneven,
+                    .n = cases[k].n,
+                    .m = 1,
+                    .steps = 1,
+                    .extra_ini = cases[k].ini};
+        if (zh_run_exec(&r) == 0) fail_msg("%s with %s was not refused", cases[k].plugin, cases[k].ini);
+        if (!strstr(zh_run_error(&r), cases[k].want))
+            fail_msg("%s: refused as '%s', not '%s'", cases[k].plugin, zh_run_error(&r), cases[k].want);
+        zh_run_free(&r);
+    }
+}
+
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree_matches_core),  cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_default_mode_close), cmocka_unit_test(test_zero3_hook_orders),
         cmocka_unit_test(test_small_units),        cmocka_unit_test(test_grad_accum_bf16),
-        cmocka_unit_test(test_moments_bf16),
+        cmocka_unit_test(test_moments_bf16),       cmocka_unit_test(test_offload_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
