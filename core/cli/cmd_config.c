@@ -133,9 +133,10 @@ static void print_model(const plait_config *cfg) {
     plait_model_desc_free(desc);
 }
 
-/* [run] residual = bf16 on a float32 run: train's refusal (model/model.c),
- * said before any rank starts; whether the device widens bf16 is left to
- * the ranks, which open it. */
+/* [run] residual = bf16 on a float32 run, or on a device whose kernels
+ * cannot widen bf16: train's refusals (model/model.c), said before any
+ * rank starts, the device asked as the memory check asks it (one that does
+ * not open here is left to the ranks, which open it). */
 static plait_status check_residual(const plait_config *cfg) {
     if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0) return PLAIT_OK;
     if (plait_device_precision(cfg) != PLAIT_PRECISION_BF16)

@@ -64,8 +64,8 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
 }
 
 /* `plait train CONFIG -n N`: the layout's preflight, the masters', the
- * optimizer's and the memory check, once, before the ranks start (they skip the memory check: their launcher
- * checked). */
+ * optimizer's and the memory check, once, before the ranks start (they
+ * skip the memory check: their launcher checked). */
 static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
