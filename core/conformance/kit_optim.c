@@ -192,6 +192,19 @@ static plait_status optim_open(const kit_env *e, const kit_saved *from, kit_opti
     plait_optim_init init = {.struct_size = sizeof init, .host = e->host, .config = e->cfg,
                              .params = &o->kp.set, .dp_comm = e->dp, .world = e->dp, .local_micro_batches = 1};
     plait_plugin_call call;
+    /* the refusals said before any rank starts (check, ABI 1.34) are
+     * create()'s: the kit's configuration, which create() must take, is
+     * no refusal of check's either */
+    if (PLAIT_OPTIM_HAS(o->ops, check)) {
+        plait_optim_layout layout = {.struct_size = sizeof layout, .dp = o->size, .local_micro_batches = 1};
+        plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, o->ops, "check");
+        plait_status cst = plait_plugin_call_leave(&call, o->ops->check(e->host, e->cfg, &layout));
+        if (cst != PLAIT_OK)
+            return plait_wrap_error(cst,
+                                    "check() refused the kit's configuration on dp %d, one micro-batch a step, "
+                                    "which create() must take (plait/optim.h)",
+                                    o->size);
+    }
     plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, o->ops, "create");
     plait_status st = plait_plugin_call_leave(&call, o->ops->create(&init, &o->state));
     /* a fresh start reads the kit's initial values (and no state) */

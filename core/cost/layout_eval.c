@@ -150,6 +150,12 @@ static void zero_buffers_of(const plait_config *cfg, int inflight[4], int *gathe
 }
 
 void plait_cost_ctx_from_config(const plait_config *cfg, plait_cost_ctx *x) {
+    x->cfg = cfg;
+    for (int z = 0; z < 4; z++) {
+        char name[8];
+        snprintf(name, sizeof name, z ? "zero%d" : "adam", z);
+        x->optim_ops[z] = plait_optim_ops_of(name);
+    }
     plait_cost_offload_of(cfg, &x->offload, &x->offload_buffer, &x->offload_params);
     x->whole_masters = masters_of(cfg);
     x->overlap_gather = overlap_gather_of(cfg);
@@ -342,25 +348,19 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
                  "disk over the limit: %.1f MiB of offloaded optimizer state per node, %.1f MiB free in offload_path",
                  disk / 1048576.0, x->offload_disk_free / 1048576.0);
     }
-    if (x->offload_params && j.zero != 3) { /* the optimizer refuses it (plugins/optim/README.md) */
-        out->fits = 0;
-        snprintf(out->why, sizeof out->why, "[optim] offload_params = true: only zero3 shards the parameters");
-    }
     if (x->offload == 1 && !x->cluster->gpu) { /* the optimizer refuses it (plait/optim_util.h) */
         out->fits = 0;
         snprintf(out->why, sizeof out->why,
                  "[optim] offload = host: a CPU node's ranks keep their state in host memory already");
     }
-    if (x->moments16 && x->offload) { /* the optimizer refuses it (plugins/optim/common/bf16_moments.h) */
+    /* what the layout's optimizer refuses of the config on this layout, in
+     * its own words (its ops.check; moments = bf16 with offload, a rule
+     * between the core's keys, refused the config before any layout) */
+    if (x->cfg && plait_check_optimizer(x->cfg, x->optim_ops[j.zero & 3], l->optim, l->dp * plait_cost_layout_cp(l),
+                                        (int64_t)stages[0].micro_batches) != PLAIT_OK) {
         out->fits = 0;
-        snprintf(out->why, sizeof out->why, "[optim] moments = bf16 with offload: the offloaded state is float32");
-    }
-    if (x->grad_accum16 && x->deterministic && j.zero == 1 && stages[0].micro_batches > 1) {
-        out->fits = 0; /* the optimizer refuses it (plugins/optim/common/zero_state.c) */
-        snprintf(out->why, sizeof out->why,
-                 "[optim.zero1] grad_accum = bf16 with [run] deterministic = true and %d micro-batches a step: a "
-                 "bf16 running sum rounds where the micro-batches fall on the ranks",
-                 (int)stages[0].micro_batches);
+        snprintf(out->why, sizeof out->why, "%s", plait_last_error());
+        plait_clear_error();
     }
     if (x->dp_compression && j.zero > 0 && l->dp > 1) { /* the run refuses it (train/preflight.c) */
         out->fits = 0;

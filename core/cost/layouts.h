@@ -152,6 +152,9 @@ typedef struct plait_cost_ctx {
     plait_cost_loader load;
     void *load_ctx;
     /* the configuration's keys, plait_cost_ctx_from_config */
+    const plait_config *cfg;                    /* the configuration as given, for each layout's optimizer's refusals
+                               * (plait_check_optimizer); NULL: none asked. Borrowed */
+    const struct plait_optim_ops *optim_ops[4]; /* adam, zero1, zero2, zero3 (NULL: not loaded), asked so */
     int offload;              /* [optim] offload of the config: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer */
     int offload_params;       /* [optim] offload_params */
@@ -188,7 +191,8 @@ typedef struct plait_cost_result {
  * offload_params of `cfg`. */
 void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params);
 /* The fields of x that the configuration decides, read from `cfg` as the
- * plugins read them: offload, offload_buffer and offload_params; bit z of
+ * plugins read them: cfg itself (borrowed: it must outlive x's use) and
+ * the tables of the optimizers the planner weighs; offload, offload_buffer and offload_params; bit z of
  * whole_masters and overlap_gather where [optim.zeroZ] master = whole and
  * overlap_param_gather = true (z = 1, 2); grad_accum16 ([optim.zero1]
  * grad_accum = bf16); moments16 ([optim] moments = bf16); tp_overlap

@@ -63,6 +63,12 @@ static plait_status host_config_get(const plait_config *cfg, const char *section
     return plait_config_get(cfg, section, key, out);
 }
 
+static const char *host_config_where(const plait_config *cfg, const char *section, const char *key) {
+    const char *where = "default";
+    if (cfg && section && key) plait_config_origin(cfg, section, key, &where);
+    return where;
+}
+
 /* host->alloc: the open device's memory kind goes to the device, and so
  * does page-locked host memory (its alloc_pinned, where it has one);
  * host->free (plait_device_free) tells them apart. */
@@ -111,6 +117,7 @@ static void build(void) {
         .sum_tree = plait_sum_tree_api_table(),
         .grad_finish_order = plait_grad_finish_order,
         .alloc_kept = plait_kept_alloc,
+        .config_where = host_config_where,
     };
 }
 

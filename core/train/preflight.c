@@ -121,9 +121,8 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
 /* The checks on every rank (all = 1: and the rules between them), or on
  * one rank of each pipeline stage. */
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
-static plait_status check_offload_params(const plait_config *cfg);
 static plait_status check_dp_compression(const plait_config *cfg);
-static plait_status check_bf16_sums(plait_config *cfg);
+static plait_status check_optimizer(plait_config *cfg);
 
 /* This host's CPU and the run's device are checked only for a run on
  * them: a prediction for a cluster judges the cluster's precision and
@@ -134,11 +133,10 @@ plait_status plait_layout_preflight(plait_config *cfg) {
     /* the optimizer's refusals of keys beside it, for a run only: the
      * planner weighs the optimizers of one layout apart (core/cost), and
      * the plans it keeps do not depend on the optimizer */
-    if (st == PLAIT_OK) st = check_offload_params(cfg);
     if (st == PLAIT_OK) st = check_dp_compression(cfg);
     if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
     if (st == PLAIT_OK) st = plait_check_device_rules(cfg);
-    return st == PLAIT_OK ? check_bf16_sums(cfg) : st; /* after the batch's own checks */
+    return st == PLAIT_OK ? check_optimizer(cfg) : st; /* after the batch's own checks */
 }
 
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
@@ -159,23 +157,6 @@ static int optim_flags(const plait_config *cfg, uint32_t *flags) {
     }
     *flags = ((const plait_optim_ops *)d->ops)->flags;
     return 1;
-}
-
-/* [optim] offload_params beside an optimizer that keeps every parameter
- * whole (no PLAIT_OPTIM_OWNS_PARAMS): it refuses the key as it is created,
- * on every rank; said here first, once. */
-static plait_status check_offload_params(const plait_config *cfg) {
-    uint32_t flags;
-    if (!plait_config_bool(cfg, "optim", "offload_params") || !optim_flags(cfg, &flags) ||
-        (flags & PLAIT_OPTIM_OWNS_PARAMS))
-        return PLAIT_OK;
-    const char *where = "";
-    plait_config_origin(cfg, "optim", "offload_params", &where);
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [optim] offload_params = true: the optimizer (%s) keeps every parameter whole where "
-                           "the model computes, so it has no shards to keep beside the state; use an optimizer that "
-                           "shards the parameters (optim.plugin=zero3), or offload_params = false",
-                           where, plait_config_str(cfg, "optim", "plugin"));
 }
 
 /* [parallel.dp] grad_compression beside an optimizer that reduces the
@@ -203,35 +184,46 @@ static plait_status check_dp_compression(const plait_config *cfg) {
                            where ? where : "config", kind, optim, optim);
 }
 
-/* An optimizer that sums the micro-batches' gradients in bf16 itself
- * ([optim.zero1] grad_accum = bf16) under [run] deterministic with more
- * than one micro-batch a rank: the running sum rounds where the
- * micro-batches fall, so the optimizer refuses it as it is created, on
- * every rank (plugins/optim/common/zero_state.c); said here first, once,
- * in its words. */
-static plait_status check_bf16_sums(plait_config *cfg) {
-    char section[96];
-    plait_value v;
-    plait_batch b;
-    snprintf(section, sizeof section, "optim.%s", plait_config_str(cfg, "optim", "plugin"));
-    if (!plait_config_bool(cfg, "run", "deterministic")) return PLAIT_OK;
-    if (plait_config_get(cfg, section, "grad_accum", &v) != PLAIT_OK) {
-        plait_clear_error(); /* an optimizer without the key */
-        return PLAIT_OK;
+const plait_optim_ops *plait_optim_ops_of(const char *optim) {
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, optim);
+    if (!d) plait_clear_error(); /* train names the plugin it cannot load */
+    return d ? d->ops : NULL;
+}
+
+plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_ops *ops, const char *optim, int dp,
+                                   int64_t micro_batches) {
+    if (!ops) return PLAIT_OK;
+    if (PLAIT_OPTIM_HAS(ops, check)) {
+        plait_optim_layout layout = {.struct_size = sizeof layout,
+                                     .dp = dp,
+                                     .local_micro_batches = (int32_t)micro_batches,
+                                     .deterministic = plait_config_bool(cfg, "run", "deterministic")};
+        return ops->check(plait_plugin_host(), cfg, &layout);
     }
-    const char *acc = plait_config_str(cfg, section, "grad_accum");
-    if (!acc || strcmp(acc, "bf16") != 0 || plait_batch_from_config(cfg, &b) != PLAIT_OK || b.accumulation < 2) {
-        plait_clear_error();
-        return PLAIT_OK;
-    }
-    const char *where = NULL;
-    plait_config_origin(cfg, section, "grad_accum", &where);
+    /* an optimizer built before ops.check: the rule its flags imply, that
+     * one keeping every parameter whole has no shards to offload */
+    if ((ops->flags & PLAIT_OPTIM_OWNS_PARAMS) || !plait_config_bool(cfg, "optim", "offload_params")) return PLAIT_OK;
+    const char *where = "";
+    plait_config_origin(cfg, "optim", "offload_params", &where);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [%s] grad_accum = bf16 with [run] deterministic = true and %lld micro-batches a step: "
-                           "a bf16 running sum rounds where the micro-batches fall on the ranks, so the layouts would "
-                           "not be bit-identical; use grad_accum = fp32, deterministic = false, or one micro-batch a "
-                           "step (data.micro_batch = global_batch / dp)",
-                           where ? where : "config", section, (long long)b.accumulation);
+                           "%s: [optim] offload_params = true: the optimizer (%s) keeps every parameter whole where "
+                           "the model computes, so it has no shards to keep beside the state; use an optimizer that "
+                           "shards the parameters ([optim] plugin = zero3, at any dp), or offload_params = false",
+                           where, optim);
+}
+
+/* The run's optimizer on the run's layout (plait_check_optimizer): dp x cp
+ * ranks replicate the parameters, each running the batch's micro-batches. */
+static plait_status check_optimizer(plait_config *cfg) {
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
+    plait_batch b;
+    if (plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK || plait_batch_from_config(cfg, &b) != PLAIT_OK) {
+        plait_clear_error(); /* the preflight named it */
+        return PLAIT_OK;
+    }
+    const char *optim = plait_config_str(cfg, "optim", "plugin");
+    return plait_check_optimizer(cfg, plait_optim_ops_of(optim), optim, sizes[PLAIT_AXIS_DP] * sizes[PLAIT_AXIS_CP],
+                                 b.accumulation);
 }
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {

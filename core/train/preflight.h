@@ -11,6 +11,7 @@
 #ifndef PLAIT_CORE_PREFLIGHT_H
 #define PLAIT_CORE_PREFLIGHT_H
 
+#include <plait/optim.h>
 #include <plait/parallel.h>
 #include <plait/types.h>
 
@@ -20,9 +21,8 @@
 /* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks
  * on this host ([run] precision against this host's CPU, and the rules of
  * the run's device, plait_check_device_rules, included); what the optimizer
- * refuses beside the layout's keys (a DP compression it leaves unused,
- * offload_params where it keeps every parameter whole, a bf16 running sum
- * of micro-batches under deterministic mode).
+ * refuses of the layout and the keys (plait_check_optimizer), and a DP
+ * compression it leaves unused.
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
  * would. Calls the parallel plugin's create and plan once per world rank
  * with a mesh whose communicators are NULL (neither may communicate; see
@@ -53,6 +53,21 @@ plait_status plait_check_key_rules(const plait_config *cfg);
  * run directory, and by plait_layout_preflight. PLAIT_ERR_INVALID_CONFIG
  * naming the key and where it was set. */
 plait_status plait_check_device_rules(const plait_config *cfg);
+
+/* The table of optimizer plugin `optim`, loading it if needed; NULL
+ * where it does not load (the run names that), the error cleared. */
+const plait_optim_ops *plait_optim_ops_of(const char *optim);
+
+/* What optimizer plugin `optim` (its table `ops`, plait_optim_ops_of;
+ * NULL: nothing checked) refuses of `cfg` on a layout whose dp x cp = `dp`
+ * ranks replicate the parameters, each running `micro_batches` a step:
+ * its ops.check (plait/optim.h, ABI 1.34), or for an optimizer built
+ * before it the rule its flags imply ([optim] offload_params beside one
+ * that keeps every parameter whole). plait_layout_preflight checks the
+ * run's optimizer with it, and the planner each layout's (core/cost).
+ * PLAIT_ERR_INVALID_CONFIG with the plugin's message. Not thread-safe. */
+plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_ops *ops, const char *optim, int dp,
+                                   int64_t micro_batches);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the

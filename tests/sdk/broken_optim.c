@@ -14,6 +14,8 @@
  *                   $BROKEN_CHDIR_TO, on every rank
  *   BREAK_STEPENV   its 3rd step() on DP rank 1 sets PLAIT_STEP_SETTING
  *                   (a setting) and PLAIT_JOB_TOKEN (a secret)
+ *   BREAK_CHECK     its check() refuses every configuration, those its
+ *                   create() takes too
  * (the last two break no rule of plait/optim.h but one of the process's,
  * runtime/process_state.h)
  */
@@ -95,11 +97,30 @@ static void b_destroy(void *s) { real(broken_host)->destroy(s); }
 
 static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
 
-static const plait_optim_ops b_ops = {
-    .struct_size = sizeof(plait_optim_ops), .flags = PLAIT_OPTIM_REDUCES_GRADS, .state_names = state_names,
-    .create = b_create, .materialize = b_materialize, .after_backward = b_after_backward,
-    .finish_grads = b_finish_grads, .step = b_step, .export_tensor = b_export, .get_step = b_get_step,
-    .set_step = b_set_step, .memory = b_memory, .destroy = b_destroy};
+#if defined(BREAK_CHECK)
+static plait_status b_check(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
+    (void)cfg;
+    return host->set_error(PLAIT_ERR_INVALID_CONFIG, BROKEN_NAME ": refused on dp %d", (int)layout->dp);
+}
+#define B_CHECK b_check
+#else
+#define B_CHECK NULL
+#endif
+
+static const plait_optim_ops b_ops = {.struct_size = sizeof(plait_optim_ops),
+                                      .flags = PLAIT_OPTIM_REDUCES_GRADS,
+                                      .state_names = state_names,
+                                      .create = b_create,
+                                      .materialize = b_materialize,
+                                      .after_backward = b_after_backward,
+                                      .finish_grads = b_finish_grads,
+                                      .step = b_step,
+                                      .export_tensor = b_export,
+                                      .get_step = b_get_step,
+                                      .set_step = b_set_step,
+                                      .memory = b_memory,
+                                      .destroy = b_destroy,
+                                      .check = B_CHECK};
 
 static const char *const b_uses[] = {"zero1", NULL};
 

@@ -8,7 +8,8 @@
 # instead of summing the group's gradients; reporting the whole state as the
 # rank's) fail on the math and memory rules, and copies whose 3rd step()
 # changes the working directory (every rank) or PLAIT_* variables (rank 1
-# only) fail the process row, the change named, a secret's value never.
+# only) fail the process row, the change named, a secret's value never; a
+# copy whose check() refuses what its create() takes fails, naming check().
 set -euo pipefail
 plait=$1 adam=$2 sgd=$3 old=$4 dir=$5 kit=$6
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -62,4 +63,8 @@ grep -q "rank 1 failed: plugin test: check 'process' failed on rank 1: the calls
   <<<"$out" || fail "zero_stepenv: rank 1's process failure is not named"
 grep -q "PLAIT_JOB_TOKEN changed (values not shown)" <<<"$out" || fail "zero_stepenv: PLAIT_JOB_TOKEN is not named"
 ! grep -q hunter2 <<<"$out" || fail "zero_stepenv: the secret's value was shown"
+broken zero_check
+grep -q "check() refused the kit's configuration on dp 2, one micro-batch a step, which create() must take" \
+  <<<"$out" || fail "zero_check: check()'s refusal of what create() takes is not named"
+grep -q "zero_check: refused on dp 2" <<<"$out" || fail "zero_check: the plugin's own words are not shown"
 echo "kit optim OK"

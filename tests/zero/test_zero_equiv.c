@@ -308,6 +308,9 @@ static void test_grad_accum_bf16(void **state) {
             assert_int_not_equal(zh_run_exec(&z), 0);
             assert_non_null(strstr(zh_run_error(&z), "grad_accum = bf16"));
             assert_non_null(strstr(zh_run_error(&z), "deterministic"));
+            /* ...said by ops.check before any rank, where it was set */
+            assert_non_null(strstr(z.check_err, "zero-test.ini:"));
+            assert_non_null(strstr(z.check_err, "[optim.zero1] grad_accum = bf16 with [run] deterministic"));
         }
         zh_run_free(&z);
     }
@@ -427,8 +430,9 @@ static void test_moments_bf16(void **state) {
 }
 
 /* The optimizers' own refusals of [optim] offload's keys, which the core
- * says first before a run (train/preflight.c) but a rank started by
- * another launcher meets here: offload_params where the optimizer keeps
+ * says first before a run (the plugin's ops.check, or its own rule for
+ * offload = host: train/preflight.c) but a rank started by another
+ * launcher meets here: offload_params where the optimizer keeps
  * every parameter whole, offload = host where the device's memory is the
  * host's (the harness's host: no device of its own). */
 static void test_offload_refused(void **state) {
@@ -438,8 +442,14 @@ static void test_offload_refused(void **state) {
         const char *plugin, *ini, *want;
         int n;
     } cases[] = {
-        {"adam", params, "offload_params = true: adam keeps every parameter whole", 1},
-        {"zero1", params, "offload_params = true: only zero3 shards the parameters", 2},
+        {"adam", params,
+         "zero-test.ini:18: [optim] offload_params = true: the optimizer (adam) keeps every "
+         "parameter whole",
+         1},
+        {"zero1", params,
+         "zero-test.ini:18: [optim] offload_params = true: the optimizer (zero1) keeps every "
+         "parameter whole",
+         2},
         {"adam", "[optim]\noffload = host\n", "offload = host: this device's memory is host memory already", 1},
         {"zero2", "[optim]\noffload = host\n", "offload = host: this device's memory is host memory already", 2},
     };
@@ -453,6 +463,10 @@ static void test_offload_refused(void **state) {
         if (zh_run_exec(&r) == 0) fail_msg("%s with %s was not refused", cases[k].plugin, cases[k].ini);
         if (!strstr(zh_run_error(&r), cases[k].want))
             fail_msg("%s: refused as '%s', not '%s'", cases[k].plugin, zh_run_error(&r), cases[k].want);
+        /* offload_params is the plugin's to say before any rank starts
+         * (ops.check); offload = host, the device's */
+        if (strstr(cases[k].want, "offload_params") && !strstr(r.check_err, cases[k].want))
+            fail_msg("%s: ops.check said '%s', not '%s'", cases[k].plugin, r.check_err, cases[k].want);
         zh_run_free(&r);
     }
 }

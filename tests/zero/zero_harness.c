@@ -649,11 +649,29 @@ int zh_run_exec(zh_run *r) {
     /* the core's rule (core/train/run_setup.c): a key may make the plugin
      * keep the gradients */
     r->flags = PLAIT_OPTIM_HAS(ops, flags_for) ? ops->flags_for(zh_host(), cfg) : ops->flags;
+    /* what the core asks before any rank starts (train/preflight.c) */
+    r->check_err[0] = 0;
+    if (PLAIT_OPTIM_HAS(ops, check)) {
+        plait_optim_layout layout = {.struct_size = sizeof layout,
+                                     .dp = r->n,
+                                     .local_micro_batches = r->m,
+                                     .deterministic = r->det};
+        if (ops->check(zh_host(), cfg, &layout) != PLAIT_OK) {
+            snprintf(r->check_err, sizeof r->check_err, "%s", plait_last_error());
+            plait_clear_error();
+        }
+    }
     shared sh = {.r = r, .w = plait_threads_world_new(r->n, 60.0), .cfg = cfg, .ops = ops, .flags = r->flags};
     st = plait_threads_run(r->n, rank_main, &sh);
     plait_threads_world_free(sh.w);
     plait_config_free(cfg);
     if (st != PLAIT_OK) snprintf(r->err[0], sizeof r->err[0], "threads: %s", plait_last_error());
+    for (int k = 0; r->check_err[0] && k < r->n; k++)
+        if (!strstr(r->err[k], r->check_err)) {
+            snprintf(r->err[k], sizeof r->err[k], "ops.check() refused (%.200s) but rank %d's create() %.200s",
+                     r->check_err, k, r->err[k][0] ? r->err[k] : "accepted");
+            break;
+        }
     return zh_run_error(r)[0] ? -1 : 0;
 }
 

@@ -120,6 +120,11 @@ typedef struct zh_run {
     /* the most "... buffers" held (all ranks together) right after any of
      * the plugin's hook, finish_grads or step calls, as each rank saw it */
     uint64_t buffers_peak[ZH_MAX_RANKS];
+    /* ops.check's refusal of the run's config and layout before any rank
+     * ran ("" where it accepted, or the plugin has none). Where it
+     * refused, every rank's create() must refuse in the same words:
+     * zh_run_exec fails the run saying so otherwise. */
+    char check_err[512];
     char err[ZH_MAX_RANKS][512];
 } zh_run;
 

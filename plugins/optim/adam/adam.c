@@ -134,10 +134,7 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
     a->world = init->world;
     plait_status st = plait_optim_read_hparams(host, init->config, &a->hp);
     if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, NAME, &a->offload);
-    if (st == PLAIT_OK && a->offload.params)
-        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                             NAME ": [optim] offload_params = true: adam keeps every parameter whole where the model "
-                                  "computes; only zero3 shards them (use [optim] plugin = zero3, at any dp)");
+    if (st == PLAIT_OK && a->offload.params) st = optim_refuse_offload_params(host, init->config, NAME);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
     if (st == PLAIT_OK) {
         int m16 = bf16_moments_wanted(host, init->config, NAME);
@@ -472,6 +469,15 @@ static void adam_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
+/* ops.check: create()'s refusal of the keys, said before any rank starts. */
+static plait_status adam_check(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
+    (void)layout;
+    plait_value v;
+    if (host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i)
+        return optim_refuse_offload_params(host, cfg, NAME);
+    return PLAIT_OK;
+}
+
 static const plait_optim_ops adam_ops = {
     .struct_size = sizeof(plait_optim_ops),
     .flags = 0,
@@ -486,6 +492,7 @@ static const plait_optim_ops adam_ops = {
     .set_step = adam_set_step,
     .memory = adam_memory,
     .destroy = adam_destroy,
+    .check = adam_check,
 };
 
 static const plait_plugin_desc adam_desc = {

@@ -21,3 +21,15 @@ plait_status optim_begin_update(const plait_host *host, const char *who, const p
     };
     return PLAIT_OK;
 }
+
+const char *optim_where(const plait_host *host, const plait_config *cfg, const char *section, const char *key) {
+    return PLAIT_HOST_HAS(host, config_where) ? host->config_where(cfg, section, key) : "config";
+}
+
+plait_status optim_refuse_offload_params(const plait_host *host, const plait_config *cfg, const char *who) {
+    return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [optim] offload_params = true: the optimizer (%s) keeps every parameter whole where "
+                           "the model computes, so it has no shards to keep beside the state; use an optimizer that "
+                           "shards the parameters ([optim] plugin = zero3, at any dp), or offload_params = false",
+                           optim_where(host, cfg, "optim", "offload_params"), who);
+}

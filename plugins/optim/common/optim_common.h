@@ -21,4 +21,13 @@
 plait_status optim_begin_update(const plait_host *host, const char *who, const plait_optim_hparams *hp, int64_t step,
                                 double norm, int64_t *updates, plait_adamw_args *args);
 
+/* Where [section] key of `cfg` was set, for a message that names it
+ * (host->config_where, ABI 1.34; "config" from an older core). */
+const char *optim_where(const plait_host *host, const plait_config *cfg, const char *section, const char *key);
+
+/* [optim] offload_params = true beside optimizer `who`, which keeps every
+ * parameter whole (adam, zero1, zero2): refused naming where it was set,
+ * in the words both ops.check and create() use. */
+plait_status optim_refuse_offload_params(const plait_host *host, const plait_config *cfg, const char *who);
+
 #endif

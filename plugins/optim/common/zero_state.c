@@ -67,23 +67,37 @@ static int grad_accum16_of(const plait_host *host, const plait_config *cfg) {
     return host->config_get(cfg, "optim.zero1", "grad_accum", &v) == PLAIT_OK && v.i == 1;
 }
 
-/* [optim.zero1] grad_accum: read, checked against deterministic mode, and
- * owns_grads set. */
-static plait_status read_grad_accum(zero *z) {
+/* What stage `zero_stage` refuses of `cfg` on a layout whose ranks run
+ * `micro_batches` a step, before it allocates anything: ops.check and
+ * create() alike. [optim] offload_params beside a stage that keeps the
+ * parameters whole; [optim.zero1] grad_accum = bf16 in deterministic
+ * mode with more than one micro-batch, whose running sum rounds where the
+ * micro-batches fall. */
+static plait_status zero_refusals(int zero_stage, const plait_host *host, const plait_config *cfg,
+                                  int64_t micro_batches, int deterministic) {
+    plait_value v;
+    if (zero_stage != 3 && host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i)
+        return optim_refuse_offload_params(host, cfg, zero_stage == 1 ? "zero1" : "zero2");
+    if (zero_stage == 1 && deterministic && micro_batches > 1 && grad_accum16_of(host, cfg))
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim.zero1] grad_accum = bf16 with [run] deterministic = true and %lld "
+                               "micro-batches a step: a bf16 running sum rounds where the micro-batches fall on the "
+                               "ranks, so the layouts would not be bit-identical; use grad_accum = fp32, "
+                               "deterministic = false, or one micro-batch a step (data.micro_batch = global_batch / "
+                               "dp)",
+                               optim_where(host, cfg, "optim.zero1", "grad_accum"), (long long)micro_batches);
+    return PLAIT_OK;
+}
+
+/* [optim.zero1] grad_accum: read, and owns_grads set (zero_refusals
+ * checked it against deterministic mode). */
+static void read_grad_accum(zero *z) {
     z->owns_grads = z->zero_stage >= 2;
-    if (z->zero_stage != 1) return PLAIT_OK;
+    if (z->zero_stage != 1) return;
     z->grad_accum16 = grad_accum16_of(z->host, z->cfg);
     z->owns_grads = z->grad_accum16;
     /* the offload store reads float32 slices (offload.h) */
     z->slice16 = z->grad_accum16 && z->offload.mode == PLAIT_OFFLOAD_NONE;
-    if (z->grad_accum16 && z->deterministic && z->micro_batches > 1)
-        return z->host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                  "zero1: [optim.zero1] grad_accum = bf16 with [run] deterministic = true and %d "
-                                  "micro-batches a step: a bf16 running sum rounds where the micro-batches fall on "
-                                  "the ranks, so the layouts would not be bit-identical; use grad_accum = fp32, or "
-                                  "deterministic = false",
-                                  (int)z->micro_batches);
-    return PLAIT_OK;
 }
 
 /* ZeRO-1 accumulating in bf16: with more than one micro-batch a step the
@@ -190,13 +204,9 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     plait_value v;
     plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
     if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, name, &z->offload);
-    if (st == PLAIT_OK && z->offload.params && zero_stage != 3)
-        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                             "%s: [optim] offload_params = true: only zero3 shards the parameters; %s keeps them "
-                             "whole where the model computes (use [optim] plugin = zero3, at any dp)",
-                             name, name);
+    if (st == PLAIT_OK) st = zero_refusals(zero_stage, host, init->config, z->micro_batches, z->deterministic);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
-    if (st == PLAIT_OK) st = read_grad_accum(z);
+    if (st == PLAIT_OK) read_grad_accum(z);
     if (st == PLAIT_OK) {
         int m16 = bf16_moments_wanted(host, init->config, name);
         if (m16 < 0) st = PLAIT_ERR_INVALID_CONFIG;
@@ -577,6 +587,21 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
+/* ops.check of each stage: zero_refusals on the layout the core describes. */
+static plait_status zero_check(int zero_stage, const plait_host *host, const plait_config *cfg,
+                               const plait_optim_layout *layout) {
+    return zero_refusals(zero_stage, host, cfg, layout->local_micro_batches, layout->deterministic);
+}
+static plait_status check1(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
+    return zero_check(1, host, cfg, layout);
+}
+static plait_status check2(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
+    return zero_check(2, host, cfg, layout);
+}
+static plait_status check3(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
+    return zero_check(3, host, cfg, layout);
+}
+
 #define ZERO_OPS(stage_, flags_, flags_for_)                                                                           \
     {                                                                                                                  \
         .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,                         \
@@ -585,7 +610,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
         .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
         .destroy = zero_destroy, .export_shard = zero_export_shard, .shard_source = zero_shard_source,                 \
-        .flags_for = (flags_for_)                                                                                      \
+        .flags_for = (flags_for_), .check = check##stage_                                                              \
     }
 
 /* zero1's flags for a run: with grad_accum = bf16 it keeps the gradients

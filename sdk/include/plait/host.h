@@ -141,6 +141,15 @@ typedef struct plait_host {
      * older core has none (plain alloc then, and a resume starts it at
      * zero). */
     float *(*alloc_kept)(size_t count, plait_mem_kind kind, const char *name, const char *tag);
+
+    /* --- ABI 1.34 ----------------------------------------------------- */
+    /* Where `cfg`'s value of [section] key came from, for an error that
+     * names it as the core's do ("a.ini:12", "environment
+     * PLAIT_OPTIM_LR", "command line", "default"). Never NULL: a key
+     * nobody declared reads "default". The text lives as long as `cfg`.
+     * Thread-safe as config_get is. Check PLAIT_HOST_HAS(host,
+     * config_where): an older core has none (name the key alone then). */
+    const char *(*config_where)(const plait_config *cfg, const char *section, const char *key);
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */

@@ -76,6 +76,16 @@ typedef struct plait_optim_init {
     void *const *weight_copy;
 } plait_optim_init;
 
+/* ABI 1.34: what check() is told of a layout, before any rank starts. The
+ * core zero-fills it and sets struct_size to its own size; read a field
+ * only where struct_size covers it (a later minor may append fields). */
+typedef struct plait_optim_layout {
+    uint32_t struct_size;
+    int32_t dp;                  /* ranks of the group that replicates the parameters (dp x cp: dp_comm's size) */
+    int32_t local_micro_batches; /* per step on each rank (plait_optim_init's) */
+    int deterministic;           /* [run] deterministic */
+} plait_optim_layout;
+
 /* Per-step facts passed to step(). */
 typedef struct plait_optim_step_in {
     uint32_t struct_size;
@@ -203,6 +213,21 @@ typedef struct plait_optim_ops {
      * before it allocates storage, before create(); pure, thread-safe.
      * Optional (PLAIT_OPTIM_HAS): without it the flags are `flags`. */
     uint32_t (*flags_for)(const struct plait_host *host, const plait_config *cfg);
+    /* The refusals create() would make for configuration `cfg` on
+     * `layout`, made before any rank starts (ABI 1.34; `host` to read cfg
+     * with, the table create() gets): PLAIT_OK, or PLAIT_ERR_INVALID_CONFIG
+     * with the reason set through host->set_error, naming the key, where
+     * it was set (host->config_where) and what would work. The core calls
+     * it in `plait config check`, in the launcher of `plait train` and in
+     * a run of one process, so a mistake is said once, not by every rank;
+     * and in `plait plan` for every layout it weighs with this optimizer,
+     * setting aside those it refuses (`cfg` may then name another
+     * optimizer in [optim] plugin: read the plugin's own keys and the
+     * core's). Check only what `cfg` and `layout` decide: create() still
+     * checks everything (a rank may be started by another launcher).
+     * Pure, thread-safe. Optional (PLAIT_OPTIM_HAS): without it the ranks'
+     * create() says each refusal, as before. */
+    plait_status (*check)(const struct plait_host *host, const plait_config *cfg, const plait_optim_layout *layout);
 } plait_optim_ops;
 
 /* True if optimizer table `o` (from a plugin built against a possibly older
