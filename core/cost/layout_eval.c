@@ -348,16 +348,12 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
                  "disk over the limit: %.1f MiB of offloaded optimizer state per node, %.1f MiB free in offload_path",
                  disk / 1048576.0, x->offload_disk_free / 1048576.0);
     }
-    if (x->offload == 1 && !x->cluster->gpu) { /* the optimizer refuses it (plait/optim_util.h) */
-        out->fits = 0;
-        snprintf(out->why, sizeof out->why,
-                 "[optim] offload = host: a CPU node's ranks keep their state in host memory already");
-    }
-    /* what the layout's optimizer refuses of the config on this layout, in
-     * its own words (its ops.check; moments = bf16 with offload, a rule
-     * between the core's keys, refused the config before any layout) */
+    /* what the layout's optimizer refuses of the config on this layout and
+     * the cluster's nodes, in its own words (its ops.check; moments = bf16
+     * with offload, a rule between the core's keys, refused the config
+     * before any layout) */
     if (x->cfg && plait_check_optimizer(x->cfg, x->optim_ops[j.zero & 3], l->optim, l->dp * plait_cost_layout_cp(l),
-                                        (int64_t)stages[0].micro_batches) != PLAIT_OK) {
+                                        (int64_t)stages[0].micro_batches, !x->cluster->gpu) != PLAIT_OK) {
         out->fits = 0;
         snprintf(out->why, sizeof out->why, "%s", plait_last_error());
         plait_clear_error();

@@ -97,17 +97,6 @@ static plait_status check_lr(const plait_config *cfg) {
                            min_default ? lr_where : min_where, min_lr, min_default ? " (its default)" : "", lr);
 }
 
-plait_status plait_check_device_rules(const plait_config *cfg) {
-    const char *offload = plait_config_str(cfg, "optim", "offload"), *where = "";
-    if (!offload || strcmp(offload, "host") != 0 || strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0)
-        return PLAIT_OK;
-    plait_config_origin(cfg, "optim", "offload", &where);
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [optim] offload = host: this device's memory is host memory already (the cpu device), "
-                           "so the optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
-                           where);
-}
-
 plait_status plait_check_key_rules(const plait_config *cfg) {
     int64_t first, last;
     plait_status st = check_evaluation(cfg);
@@ -122,7 +111,6 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
  * one rank of each pipeline stage. */
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
 static plait_status check_dp_compression(const plait_config *cfg);
-static plait_status check_optimizer(plait_config *cfg);
 
 /* This host's CPU and the run's device are checked only for a run on
  * them: a prediction for a cluster judges the cluster's precision and
@@ -135,8 +123,7 @@ plait_status plait_layout_preflight(plait_config *cfg) {
      * the plans it keeps do not depend on the optimizer */
     if (st == PLAIT_OK) st = check_dp_compression(cfg);
     if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
-    if (st == PLAIT_OK) st = plait_check_device_rules(cfg);
-    return st == PLAIT_OK ? check_optimizer(cfg) : st; /* after the batch's own checks */
+    return st == PLAIT_OK ? plait_check_run_optimizer(cfg) : st; /* after the batch's own checks */
 }
 
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
@@ -191,13 +178,14 @@ const plait_optim_ops *plait_optim_ops_of(const char *optim) {
 }
 
 plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_ops *ops, const char *optim, int dp,
-                                   int64_t micro_batches) {
+                                   int64_t micro_batches, int host_memory) {
     if (!ops) return PLAIT_OK;
     if (PLAIT_OPTIM_HAS(ops, check)) {
         plait_optim_layout layout = {.struct_size = sizeof layout,
                                      .dp = dp,
                                      .local_micro_batches = (int32_t)micro_batches,
-                                     .deterministic = plait_config_bool(cfg, "run", "deterministic")};
+                                     .deterministic = plait_config_bool(cfg, "run", "deterministic"),
+                                     .host_memory = host_memory};
         return ops->check(plait_plugin_host(), cfg, &layout);
     }
     /* an optimizer built before ops.check: the rule its flags imply, that
@@ -212,9 +200,10 @@ plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_op
                            where, optim);
 }
 
-/* The run's optimizer on the run's layout (plait_check_optimizer): dp x cp
- * ranks replicate the parameters, each running the batch's micro-batches. */
-static plait_status check_optimizer(plait_config *cfg) {
+/* The run's optimizer on the run's layout: dp x cp ranks replicate the
+ * parameters, each running the batch's micro-batches, on the device the
+ * config names (the cpu device's memory is host memory). */
+plait_status plait_check_run_optimizer(plait_config *cfg) {
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
     plait_batch b;
     if (plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK || plait_batch_from_config(cfg, &b) != PLAIT_OK) {
@@ -223,7 +212,7 @@ static plait_status check_optimizer(plait_config *cfg) {
     }
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     return plait_check_optimizer(cfg, plait_optim_ops_of(optim), optim, sizes[PLAIT_AXIS_DP] * sizes[PLAIT_AXIS_CP],
-                                 b.accumulation);
+                                 b.accumulation, strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") == 0);
 }
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {

@@ -19,10 +19,9 @@
 #include "layout/batch.h"
 
 /* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks
- * on this host ([run] precision against this host's CPU, and the rules of
- * the run's device, plait_check_device_rules, included); what the optimizer
- * refuses of the layout and the keys (plait_check_optimizer), and a DP
- * compression it leaves unused.
+ * on this host ([run] precision against this host's CPU included); what
+ * the optimizer refuses of the layout, the keys and the run's device
+ * (plait_check_run_optimizer), and a DP compression it leaves unused.
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
  * would. Calls the parallel plugin's create and plan once per world rank
  * with a mesh whose communicators are NULL (neither may communicate; see
@@ -45,29 +44,29 @@ plait_status plait_layout_preflight(plait_config *cfg);
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
 plait_status plait_check_key_rules(const plait_config *cfg);
 
-/* The rules between the core's keys and the run's own device, for a run
- * only (a plan for a cluster weighs its ranks' device: core/cost):
- * [optim] offload = host on the cpu device, whose memory is host memory
- * already (the optimizers refuse it too, each rank alone,
- * plait/optim_util.h). Checked with the key rules by every rank before its
- * run directory, and by plait_layout_preflight. PLAIT_ERR_INVALID_CONFIG
- * naming the key and where it was set. */
-plait_status plait_check_device_rules(const plait_config *cfg);
-
 /* The table of optimizer plugin `optim`, loading it if needed; NULL
  * where it does not load (the run names that), the error cleared. */
 const plait_optim_ops *plait_optim_ops_of(const char *optim);
 
 /* What optimizer plugin `optim` (its table `ops`, plait_optim_ops_of;
  * NULL: nothing checked) refuses of `cfg` on a layout whose dp x cp = `dp`
- * ranks replicate the parameters, each running `micro_batches` a step:
- * its ops.check (plait/optim.h, ABI 1.34), or for an optimizer built
- * before it the rule its flags imply ([optim] offload_params beside one
- * that keeps every parameter whole). plait_layout_preflight checks the
- * run's optimizer with it, and the planner each layout's (core/cost).
+ * ranks replicate the parameters, each running `micro_batches` a step,
+ * their tensor memory host memory where `host_memory`: its ops.check
+ * (plait/optim.h, ABI 1.34), or for an optimizer built before it the rule
+ * its flags imply ([optim] offload_params beside one that keeps every
+ * parameter whole; its other refusals are its ranks' create()'s). The
+ * planner checks each layout's optimizer with it (core/cost).
  * PLAIT_ERR_INVALID_CONFIG with the plugin's message. Not thread-safe. */
 plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_ops *ops, const char *optim, int dp,
-                                   int64_t micro_batches);
+                                   int64_t micro_batches, int host_memory);
+
+/* plait_check_optimizer of the run's own optimizer, layout and device
+ * (the cpu device's memory is host memory; another's is left to the
+ * ranks' create()): by plait_layout_preflight, and by every rank started
+ * without it before its run directory. PLAIT_OK where the mesh or the
+ * batch are wrong (the preflight names those). Sets `cfg`'s derived batch
+ * values, as a rank would. Not thread-safe. */
+plait_status plait_check_run_optimizer(plait_config *cfg);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the

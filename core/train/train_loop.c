@@ -186,11 +186,12 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     /* One process has no launcher to check its layout first: the same
      * preflight here (its model, batch, plan and what the optimizer refuses
      * beside them), before the run's directory; a rank of several keeps
-     * the rules between the core's keys, its launcher having checked the
+     * the rules between the core's keys and its optimizer's check (the
+     * run's device among what it is told), its launcher having checked the
      * rest, or its plugins checking their own as they are made */
     const int alone = plait_mesh_world_size(cfg) == 1;
     plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
-    if (st == PLAIT_OK && !alone) st = plait_check_device_rules(cfg);
+    if (st == PLAIT_OK && !alone) st = plait_check_run_optimizer(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)

@@ -78,13 +78,14 @@ if out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" optim.offload_params=true 2>
 fi
 grep -qF "offload_params = true: the optimizer (adam) keeps every parameter whole" <<<"$out" ||
   fail "config check's refusal of offload_params with adam: $out"
-# the core's rules between [optim]'s keys and [device]'s, refused by config
+# the core's rules between [optim]'s keys, and the optimizer's check of
+# offload = host where the device's memory is the host's, refused by config
 # check and by train before the run's directory (the plugins would refuse
 # them too, each rank alone): offload_params without offload, bf16 moments
-# with offload, offload = host where the device's memory is the host's
+# with offload, offload = host on the cpu device
 for bad in "params_none|offload_params = true needs [optim] offload = host or nvme|optim.plugin=zero3 optim.offload_params=true" \
   "moments_host|moments = bf16 with [optim] offload = host: the offloaded state is float32|optim.moments=bf16 optim.offload=host" \
-  "host_on_cpu|[optim] offload = host: this device's memory is host memory already (the cpu device)|optim.offload=host"; do
+  "host_on_cpu|command line 'optim.offload=host': [optim] offload = host: this device's memory is host memory already, so adam keeps its state there|optim.offload=host"; do
   IFS='|' read -r name want keys <<<"$bad"
   # shellcheck disable=SC2086 # the keys split into arguments
   if out=$("$PLAIT_BIN" config check "$CFG" $keys 2>&1); then fail "config check accepted $keys: $out"; fi

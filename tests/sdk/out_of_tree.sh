@@ -27,5 +27,5 @@ exports=$(nm -D --defined-only "$work/pc-build/libplait-optim-sgd.so" | awk '$2 
 # 3. plait lists it, with its ABI, from PLAIT_PLUGIN_PATH
 out=$(PLAIT_PLUGIN_PATH=$(dirname "$lib") "$build/bin/plait" plugins)
 echo "$out"
-echo "$out" | grep -E '^optim +sgd +1\.2\.0 +1\.3 +available' >/dev/null
+echo "$out" | grep -E '^optim +sgd +1\.3\.0 +1\.3 +available' >/dev/null
 echo "out-of-tree plugin OK"

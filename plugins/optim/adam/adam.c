@@ -469,13 +469,14 @@ static void adam_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
-/* ops.check: create()'s refusal of the keys, said before any rank starts. */
+/* ops.check: create()'s refusals of the keys on the layout, said before
+ * any rank starts. */
 static plait_status adam_check(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
-    (void)layout;
     plait_value v;
-    if (host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i)
-        return optim_refuse_offload_params(host, cfg, NAME);
-    return PLAIT_OK;
+    plait_status st = plait_optim_check_offload_host(host, cfg, NAME, layout->host_memory);
+    if (st == PLAIT_OK && host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i)
+        st = optim_refuse_offload_params(host, cfg, NAME);
+    return st;
 }
 
 static const plait_optim_ops adam_ops = {

@@ -587,10 +587,15 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
-/* ops.check of each stage: zero_refusals on the layout the core describes. */
+/* ops.check of each stage: create()'s refusals on the layout the core
+ * describes (plait_optim_read_offload's of offload = host on host memory,
+ * then zero_refusals). */
 static plait_status zero_check(int zero_stage, const plait_host *host, const plait_config *cfg,
                                const plait_optim_layout *layout) {
-    return zero_refusals(zero_stage, host, cfg, layout->local_micro_batches, layout->deterministic);
+    static const char *const names[] = {"zero0", "zero1", "zero2", "zero3"};
+    plait_status st = plait_optim_check_offload_host(host, cfg, names[zero_stage], layout->host_memory);
+    return st == PLAIT_OK ? zero_refusals(zero_stage, host, cfg, layout->local_micro_batches, layout->deterministic)
+                          : st;
 }
 static plait_status check1(const plait_host *host, const plait_config *cfg, const plait_optim_layout *layout) {
     return zero_check(1, host, cfg, layout);

@@ -18,6 +18,12 @@
  * memory like the parameters; the plugin computes only with host->kernels
  * and crosses to host memory only with the device's copy, so the same
  * plugin trains on the cpu device and on a GPU. Hence abi_minor 3.
+ *
+ * It keeps its momentum beside the parameters, so it refuses [optim]
+ * offload (the keys adam and ZeRO honour) rather than ignore it: in
+ * create(), and through check() (ABI 1.34, optional) before any rank
+ * starts, so `plait config check` and the launcher say it once; a core
+ * before 1.34 never calls check(), and each rank's create() says it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +55,24 @@ static void sgd_destroy(void *state) {
     free(s);
 }
 
+/* What sgd refuses of a configuration, in check() and create() alike. */
+static plait_status sgd_refusals(const plait_host *h, const plait_config *cfg) {
+    plait_value v;
+    /* [optim] offload exists from ABI 1.12: an older core has no such key */
+    if ((h->abi_version & 0xffffu) < 12 || h->config_get(cfg, "optim", "offload", &v) != PLAIT_OK || !v.s ||
+        strcmp(v.s, "none") == 0)
+        return PLAIT_OK;
+    return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                        "%s: [optim] offload = %s: sgd keeps its momentum in the device's memory beside the "
+                        "parameters; use offload = none, or an optimizer that offloads its state (adam, zero1-3)",
+                        PLAIT_HOST_HAS(h, config_where) ? h->config_where(cfg, "optim", "offload") : "config", v.s);
+}
+
+static plait_status sgd_check(const plait_host *h, const plait_config *cfg, const plait_optim_layout *layout) {
+    (void)layout; /* no rule of sgd's depends on the layout */
+    return sgd_refusals(h, cfg);
+}
+
 static plait_status sgd_create(const plait_optim_init *init, void **out) {
     sgd_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "sgd: out of memory");
@@ -58,6 +82,7 @@ static plait_status sgd_create(const plait_optim_init *init, void **out) {
     s->momentum = calloc((size_t)init->params->n_params + 1, sizeof *s->momentum);
     s->owned = calloc((size_t)init->params->n_params + 1, 1);
     plait_status st = s->momentum && s->owned ? PLAIT_OK : host->set_error(PLAIT_ERR_NO_MEMORY, "sgd: out of memory");
+    if (st == PLAIT_OK) st = sgd_refusals(host, init->config);
     if (st == PLAIT_OK) st = plait_optim_read_hparams(host, init->config, &s->hp);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &s->topo);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &s->norm);
@@ -160,6 +185,7 @@ static const plait_optim_ops sgd_ops = {
     .set_step = sgd_set_step,
     .memory = sgd_memory,
     .destroy = sgd_destroy,
+    .check = sgd_check,
 };
 
 static const plait_key_decl sgd_keys[] = {
@@ -174,7 +200,7 @@ static const plait_plugin_desc sgd_desc = {
     .abi_minor = 3, /* keeps tensors in device memory (ABI 1.3); cores before 1.3 refuse it */
     .kind = PLAIT_KIND_OPTIM,
     .name = "sgd",
-    .version = "1.2.0",
+    .version = "1.3.0",
     .description = "SGD with momentum, schedule and clipping (example out-of-tree plugin)",
     .keys = sgd_keys,
     .n_keys = 1,

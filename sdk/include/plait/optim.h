@@ -84,6 +84,8 @@ typedef struct plait_optim_layout {
     int32_t dp;                  /* ranks of the group that replicates the parameters (dp x cp: dp_comm's size) */
     int32_t local_micro_batches; /* per step on each rank (plait_optim_init's) */
     int deterministic;           /* [run] deterministic */
+    int host_memory;             /* 1: the ranks' tensor memory is host memory (the cpu device; a CPU
+                                  * cluster's nodes in `plait plan`) */
 } plait_optim_layout;
 
 /* Per-step facts passed to step(). */

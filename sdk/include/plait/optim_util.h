@@ -418,6 +418,26 @@ typedef struct plait_optim_offload {
     int params;            /* [optim] offload_params: the parameter shards too (ZeRO-3) */
 } plait_optim_offload;
 
+/* [optim] offload = host for optimizer `who` where the ranks' tensor
+ * memory is host memory already (`host_memory`), where it would change
+ * nothing: refused naming where the key was set (plait_host.config_where,
+ * ABI 1.34); PLAIT_OK otherwise. plait_optim_read_offload refuses it so on
+ * a device whose memory is host memory; an optimizer's check()
+ * (plait/optim.h) says it before any rank starts, its layout's host_memory
+ * passed here. */
+static inline plait_status plait_optim_check_offload_host(const plait_host *host, const plait_config *cfg,
+                                                          const char *who, int host_memory) {
+    plait_value v;
+    if (!host_memory || (host->abi_version & 0xffffu) < 12 ||
+        host->config_get(cfg, "optim", "offload", &v) != PLAIT_OK || !v.s || strcmp(v.s, "host") != 0)
+        return PLAIT_OK;
+    return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [optim] offload = host: this device's memory is host memory already, so %s keeps its "
+                           "state there; use none, or nvme (with offload_path) to move it to disk",
+                           PLAIT_HOST_HAS(host, config_where) ? host->config_where(cfg, "optim", "offload") : "config",
+                           who);
+}
+
 /* Read the offload keys for optimizer `who` (named in errors). A core
  * before 1.12 declares none of them: the state then stays where it was
  * (mode NONE). Fails naming the key for `host` on a device whose memory is
@@ -435,11 +455,8 @@ static inline plait_status plait_optim_read_offload(const plait_host *host, cons
     if (host->config_get(cfg, "optim", "offload_path", &v) == PLAIT_OK && v.s) out->path = v.s;
     if (host->config_get(cfg, "optim", "offload_buffer", &v) == PLAIT_OK) out->buffer_bytes = (uint64_t)v.i;
     if (host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK) out->params = v.i != 0;
-    if (out->mode == PLAIT_OFFLOAD_HOST && plait_tensor_kind(host) == PLAIT_MEM_HOST)
-        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [optim] offload = host: this device's memory is host memory already, so the "
-                               "optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
-                               who);
+    plait_status st = plait_optim_check_offload_host(host, cfg, who, plait_tensor_kind(host) == PLAIT_MEM_HOST);
+    if (st != PLAIT_OK) return st;
     if (out->params && out->mode == PLAIT_OFFLOAD_NONE)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                "%s: [optim] offload_params = true needs offload = host or nvme (where the parameter "
