@@ -8,6 +8,7 @@
 #include "cli/optim_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
+#include "train/data.h"
 #include "train/preflight.h"
 #include "train/train_loop.h"
 
@@ -86,6 +87,11 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
     if (rc == 0 && cfg &&
         (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
          plait_cli_check_optim(cfg) != PLAIT_OK)) {
+        plait_cli_print_error("train");
+        rc = 1;
+    }
+    /* the data the ranks started here read at their start */
+    if (rc == 0 && cfg && job->local_ranks > 0 && plait_data_check_files(cfg) != PLAIT_OK) {
         plait_cli_print_error("train");
         rc = 1;
     }

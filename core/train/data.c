@@ -224,8 +224,11 @@ static plait_status expand(const plait_config *cfg, const char *key, const char 
             found = add_matches(out, buf);
         }
 #endif
+        const char *where = "config";
+        if (!found) plait_config_origin(cfg, "data", key, &where);
         if (!found)
-            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] %s = %s: no such file (tried %s)", key, p, tried);
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: [data] %s = %s: no such file (tried %s)", where, key, p,
+                                 tried);
     }
     free(copy);
     return st;
@@ -294,6 +297,21 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     }
     free_names(&train);
     free_names(&val);
+    return st;
+}
+
+plait_status plait_data_check_files(const plait_config *cfg) {
+    static const char *const keys[] = {"tokenizer", "path", "val_path"};
+    const char *path = plait_config_str(cfg, "data", "path");
+    if (!path || !*path)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
+    plait_status st = PLAIT_OK;
+    for (size_t k = 0; st == PLAIT_OK && k < sizeof keys / sizeof keys[0]; k++) {
+        const char *value = plait_config_str(cfg, "data", keys[k]);
+        name_list found = {0};
+        if (value && *value) st = expand(cfg, keys[k], value, &found);
+        free_names(&found);
+    }
     return st;
 }
 

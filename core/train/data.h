@@ -100,6 +100,14 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
  * error lists every place tried. */
 plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
 
+/* Whether the files plait_data_open_config would open are there: [data]
+ * tokenizer, path and val_path found as it finds them (each pattern
+ * matching a file), without reading them. PLAIT_ERR_INVALID_CONFIG with
+ * its message ("no such file (tried ...)", an empty path) otherwise. For
+ * a run to refuse before its run directory, and `plait config check` to
+ * note. */
+plait_status plait_data_check_files(const plait_config *cfg);
+
 /* Unmap and free. NULL is ignored. */
 void plait_data_close(plait_data *d);
 

@@ -22,6 +22,7 @@
 #include "runtime/out_file.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
+#include "train/data.h"
 #include "train/metrics.h"
 #include "train/mfu_peak.h"
 #include "train/out_dir_lock.h"
@@ -192,6 +193,9 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     const int alone = plait_mesh_world_size(cfg) == 1;
     plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
     if (st == PLAIT_OK && !alone) st = plait_check_run_optimizer(cfg);
+    /* the data every rank reads at its start: a path that names nothing
+     * leaves no run directory behind */
+    if (st == PLAIT_OK) st = plait_data_check_files(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)

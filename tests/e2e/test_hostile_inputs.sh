@@ -229,6 +229,17 @@ is too short: 1 tokens|$W/one.txt
 data file $W/zero.bin is a character device|$W/zero.bin
 cannot open data file $W/dangling.txt: No such file or directory|$W/dangling.txt
 EOF2
+# a data path that names nothing: refused where it is set, before the run
+# directory, by a run of one process and once by the launcher of -n 2 (no
+# rank started); config check notes it and says ok (the data may be
+# prepared later, or live where the ranks run)
+want="command line 'data.path=$W/none.bin': [data] path = $W/none.bin: no such file"
+refused data-none-1 "$want" "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/dnone" "data.path=$W/none.bin"
+refused data-none-n2 "$want" "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 "run.out_dir=$W/dnone" "data.path=$W/none.bin"
+[ ! -e "$W/dnone" ] || fail "train made its run directory for data that is not there: $(ls -A "$W/dnone")"
+grep -q "rank [01] failed" "$E2E_WORK/data-none-n2.out" && fail "a rank reported the missing data: $(cat "$E2E_WORK/data-none-n2.out")"
+out=$("$PLAIT_BIN" config check "$CFG" "data.path=$W/none.bin" 2>&1) || fail "config check refused a config whose data is not there: $out"
+grep -qF "note: $want" <<<"$out" || fail "config check did not note the missing data: $out"
 # tokenizer files that are not tokenizer files
 mkdir -p "$W/tz1" "$W/tz2"
 ln -sf /dev/zero "$W/tz1/vocab.json"
