@@ -379,9 +379,11 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         plait_config_free(cfg);
         return 1;
     }
-    /* a layout mistake is reported once, here, not by every rank */
+    /* a layout mistake is reported once, here, not by every rank; and
+     * the files this host's ranks of a training job read at their start */
     if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
-        plait_cli_check_optim(cfg) != PLAIT_OK) {
+        plait_cli_check_optim(cfg) != PLAIT_OK ||
+        (strcmp(context, "train") == 0 && plait_train_check_inputs(cfg) != PLAIT_OK)) {
         plait_cli_print_error(context);
         *exit_code = 1;
     } else if (job->nnodes_min > 0) {

@@ -8,7 +8,6 @@
 #include "cli/optim_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
-#include "train/data.h"
 #include "train/preflight.h"
 #include "train/train_loop.h"
 
@@ -90,8 +89,8 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         plait_cli_print_error("train");
         rc = 1;
     }
-    /* the data the ranks started here read at their start */
-    if (rc == 0 && cfg && job->local_ranks > 0 && plait_data_check_files(cfg) != PLAIT_OK) {
+    /* the files the ranks started here read at their start */
+    if (rc == 0 && cfg && job->local_ranks > 0 && plait_train_check_inputs(cfg) != PLAIT_OK) {
         plait_cli_print_error("train");
         rc = 1;
     }

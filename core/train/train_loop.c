@@ -193,9 +193,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     const int alone = plait_mesh_world_size(cfg) == 1;
     plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
     if (st == PLAIT_OK && !alone) st = plait_check_run_optimizer(cfg);
-    /* the data every rank reads at its start: a path that names nothing
-     * leaves no run directory behind */
-    if (st == PLAIT_OK) st = plait_data_check_files(cfg);
+    if (st == PLAIT_OK) st = plait_train_check_inputs(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
         stat(out_dir, &sb) != 0 && errno == ENOENT)
@@ -231,6 +229,26 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     st = train_in(cfg, opts, out_dir, log_rank, lock_fd);
     plait_out_dir_unlock(lock_fd);
     return st;
+}
+
+plait_status plait_train_check_inputs(const plait_config *cfg) {
+    plait_status st = plait_data_check_files(cfg);
+    const char *init_from = plait_config_str(cfg, "run", "init_from");
+    if (st != PLAIT_OK || !init_from || !*init_from) return st;
+    char out_dir[4096];
+    plait_train_out_dir(cfg, out_dir, sizeof out_dir);
+    /* a restart may start from the replicas in its launchers' memory */
+    struct stat sb;
+    const int fresh = plait_restart_count() == 0 && stat(out_dir, &sb) != 0 && errno == ENOENT;
+    if (!fresh || stat(init_from, &sb) == 0) return PLAIT_OK;
+    const int err = errno;
+    const char *where = "?";
+    plait_config_origin(cfg, "run", "init_from", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [run] init_from = %s: %s; name a safetensors file, a directory holding "
+                           "model.safetensors, a run directory (its newest checkpoint) or a Hugging Face Llama "
+                           "directory",
+                           where, init_from, strerror(err));
 }
 
 /* One run's loop: the run, where it writes, rank 0's reports, and what the

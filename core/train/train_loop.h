@@ -28,4 +28,13 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts);
 /* The run directory: [run] out_dir, or runs/<config file name without .ini>. */
 void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len);
 
+/* The files a rank reads at its start that name nothing: [data]'s
+ * (plait_data_check_files), and [run] init_from where the run is sure to
+ * start fresh (the job's first start, whose run directory does not exist
+ * yet; where it exists, a checkpoint in it may be resumed instead, which
+ * the run decides once open). The ranks check them before they make the
+ * run directory, so that a mistyped path leaves none behind; the launcher
+ * of local ranks once, before it starts them. */
+plait_status plait_train_check_inputs(const plait_config *cfg);
+
 #endif

@@ -236,10 +236,28 @@ EOF2
 want="command line 'data.path=$W/none.bin': [data] path = $W/none.bin: no such file"
 refused data-none-1 "$want" "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/dnone" "data.path=$W/none.bin"
 refused data-none-n2 "$want" "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 "run.out_dir=$W/dnone" "data.path=$W/none.bin"
+refused data-none-dp2 "$want" "$PLAIT_BIN" train "$CFG" parallel.dp=2 "run.out_dir=$W/dnone" "data.path=$W/none.bin"
 [ ! -e "$W/dnone" ] || fail "train made its run directory for data that is not there: $(ls -A "$W/dnone")"
-grep -q "rank [01] failed" "$E2E_WORK/data-none-n2.out" && fail "a rank reported the missing data: $(cat "$E2E_WORK/data-none-n2.out")"
+for n in n2 dp2; do
+  grep -q "rank [01] failed" "$E2E_WORK/data-none-$n.out" && fail "a rank reported the missing data: $(cat "$E2E_WORK/data-none-$n.out")"
+done
 out=$("$PLAIT_BIN" config check "$CFG" "data.path=$W/none.bin" 2>&1) || fail "config check refused a config whose data is not there: $out"
 grep -qF "note: $want" <<<"$out" || fail "config check did not note the missing data: $out"
+# [run] init_from that names nothing, on the job's first start: refused the
+# same way. Where the run directory exists, a checkpoint in it would be
+# resumed instead of init_from, so the run looks first, and the weights'
+# reader refuses the path once nothing is there to resume
+want="command line 'run.init_from=$W/none.safetensors': [run] init_from = $W/none.safetensors: No such file or directory"
+for n in 1 n2 dp2; do
+  case $n in 1) layout=() ;; n2) layout=(-n 2 parallel.dp=2) ;; dp2) layout=(parallel.dp=2) ;; esac
+  refused "init-none-$n" "$want" "$PLAIT_BIN" train "$CFG" "${layout[@]}" "run.out_dir=$W/inone" "run.init_from=$W/none.safetensors"
+  grep -q "rank [01] failed" "$E2E_WORK/init-none-$n.out" && fail "a rank reported the missing init_from: $(cat "$E2E_WORK/init-none-$n.out")"
+done
+[ ! -e "$W/inone" ] || fail "train made its run directory for an init_from that is not there: $(ls -A "$W/inone")"
+mkdir "$W/inone"
+refused init-none-later "[run] init_from = $W/none.safetensors: No such file or directory" \
+  "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/inone" "run.init_from=$W/none.safetensors" run.steps=1
+grep -qF "$want" "$E2E_WORK/init-none-later.out" && fail "init_from refused before an existing run directory was looked at"
 # tokenizer files that are not tokenizer files
 mkdir -p "$W/tz1" "$W/tz2"
 ln -sf /dev/zero "$W/tz1/vocab.json"
