@@ -358,7 +358,10 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
         snprintf(out->why, sizeof out->why, "%s", plait_last_error());
         plait_clear_error();
     }
-    if (x->dp_compression && j.zero > 0 && l->dp > 1) { /* the run refuses it (train/preflight.c) */
+    /* the dp plugin refuses it at create, told the optimizer reduces the
+     * gradients (plugins/parallel/dp): said here for the layouts weighed
+     * from the model's shape, which no plugin plans */
+    if (x->dp_compression && j.zero > 0 && l->dp * plait_cost_layout_cp(l) > 1) {
         out->fits = 0;
         snprintf(out->why, sizeof out->why,
                  "[parallel.dp] grad_compression with %s, which reduces the gradients itself ([optim.%s] "
@@ -392,8 +395,13 @@ void plait_cost_plans_free(plait_cost_plans *p) {
     free(p);
 }
 
-static void plan_key(const plait_cost_layout *l, plait_cost_layout *key) {
+/* The plan depends on the optimizer only through whether it reduces the
+ * gradients itself, which the parallel plugin is told at create
+ * (`optim` holds "reduces" then, "" otherwise). */
+static void plan_key(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
+    const plait_optim_ops *ops = x->optim_ops[plait_cost_zero_stage(l->optim) & 3];
+    if (ops && (ops->flags & PLAIT_OPTIM_REDUCES_GRADS)) snprintf(key->optim, sizeof key->optim, "reduces");
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->chunks = l->chunks;
     key->micro_batch = l->micro_batch, key->recompute = l->recompute, key->sp = l->sp, key->cp = l->cp;
     key->ep = l->ep;
@@ -451,7 +459,7 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
     plait_config *cfg = NULL;
     collect col = {.precision = x->precision, .device = &x->device, .sp = l->sp, .cp = l->cp};
     plait_cost_layout key;
-    plan_key(l, &key);
+    plan_key(l, x, &key);
     const plan_entry *kept = NULL;
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
     col.cfg = cfg;

@@ -110,7 +110,6 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
 /* The checks on every rank (all = 1: and the rules between them), or on
  * one rank of each pipeline stage. */
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
-static plait_status check_dp_compression(const plait_config *cfg);
 
 /* This host's CPU and the run's device are checked only for a run on
  * them: a prediction for a cluster judges the cluster's precision and
@@ -118,10 +117,6 @@ static plait_status check_dp_compression(const plait_config *cfg);
 plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
     plait_status st = plait_precision_from_config(cfg, &precision);
-    /* the optimizer's refusals of keys beside it, for a run only: the
-     * planner weighs the optimizers of one layout apart (core/cost), and
-     * the plans it keeps do not depend on the optimizer */
-    if (st == PLAIT_OK) st = check_dp_compression(cfg);
     if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
     return st == PLAIT_OK ? plait_check_run_optimizer(cfg) : st; /* after the batch's own checks */
 }
@@ -144,31 +139,6 @@ static int optim_flags(const plait_config *cfg, uint32_t *flags) {
     }
     *flags = ((const plait_optim_ops *)d->ops)->flags;
     return 1;
-}
-
-/* [parallel.dp] grad_compression beside an optimizer that reduces the
- * gradients itself (ZeRO): the dp plugin refuses it as it binds, on every
- * rank; said here too, so `config check` and the launcher say it first. */
-static plait_status check_dp_compression(const plait_config *cfg) {
-    plait_value v;
-    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
-    uint32_t flags;
-    if (plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK) {
-        plait_clear_error(); /* the preflight names it */
-        return PLAIT_OK;
-    }
-    if (sizes[PLAIT_AXIS_DP] < 2 || plait_config_get(cfg, "parallel.dp", "grad_compression", &v) != PLAIT_OK)
-        return PLAIT_OK;
-    const char *kind = plait_config_str(cfg, "parallel.dp", "grad_compression"), *optim;
-    if (!kind || strcmp(kind, "none") == 0 || !optim_flags(cfg, &flags) || !(flags & PLAIT_OPTIM_REDUCES_GRADS))
-        return PLAIT_OK;
-    optim = plait_config_str(cfg, "optim", "plugin");
-    const char *where = NULL;
-    plait_config_origin(cfg, "parallel.dp", "grad_compression", &where);
-    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [parallel.dp] grad_compression = %s does nothing here: the optimizer (%s) reduces the "
-                           "gradients itself; set its own key instead ([optim.%s] grad_compression)",
-                           where ? where : "config", kind, optim, optim);
 }
 
 const plait_optim_ops *plait_optim_ops_of(const char *optim) {
@@ -235,6 +205,10 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     memset(&run, 0, sizeof run);
     run.cfg = cfg;
     run.deterministic = plait_config_bool(cfg, "run", "deterministic");
+    /* the parallel plugin is told whether the optimizer reduces the
+     * gradients itself, as at a run's create (ABI 1.35): a setting the
+     * optimizer would leave unused is the plugin's to refuse */
+    (void)optim_flags(cfg, &run.optim.flags);
     run.model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
     st = plait_batch_from_config(cfg, &run.work.batch);
     if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run.work.batch.micro_batch, &run.model.desc);

@@ -154,7 +154,8 @@ plait_status plait_run_load_parallel(plait_run *run) {
                                 .config = run->cfg,
                                 .mesh = &run->world.mesh,
                                 .model = run->model.spec,
-                                .deterministic = run->deterministic};
+                                .deterministic = run->deterministic,
+                                .optim_reduces_grads = (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) != 0};
     plait_plugin_call call;
     plait_plugin_call_enter(&call, PLAIT_KIND_PARALLEL, run->parallel.ops, "create");
     plait_status st = plait_plugin_call_leave(&call, run->parallel.ops->create(&init, &run->parallel.state));
@@ -254,8 +255,10 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
         run->model.init = plait_model_init_rule(run->model.desc, run->seed);
         plait_host_attach_init_rule(&run->model.init);
     }
-    if (st == PLAIT_OK) st = plait_run_load_parallel(run);
+    /* the optimizer's flags first: the parallel plugin is told at create
+     * whether the optimizer reduces the gradients itself */
     if (st == PLAIT_OK) st = load_optim(run);
+    if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = plait_run_moe_check_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
     /* The model before the storage: which bf16 copies it keeps decides

@@ -317,6 +317,7 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [model] n_kv_head is a key of arch = llama, and this model is arch = gpt|config check $CFG model.n_kv_head=2
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
+[parallel.dp] grad_compression = bf16 does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.cp=2 optim.plugin=zero1 parallel.dp.grad_compression=bf16
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
 not a trace merged by plait (one starts with|trace summary $CFG
 grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|config check $CFG parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true data.micro_batch=1

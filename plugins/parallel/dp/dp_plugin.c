@@ -86,6 +86,23 @@ typedef struct dp_state {
     plait_comm_stats edp_before; /* the experts' group's counters (ep > 1 with ep < dp x cp) */
 } dp_state;
 
+/* A DP group's gradients that the optimizer reduces itself (ZeRO) leave
+ * the dp plugin nothing to compress: its grad_compression would do
+ * nothing, silently; the optimizer has a key of its own for its
+ * reduce-scatters. */
+static plait_status refuse_compression(const dp_state *s, const plait_config *cfg) {
+    if (s->group_n == 1 || s->compression == PLAIT_COMPRESS_NONE) return PLAIT_OK;
+    const plait_host *host = s->host;
+    return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [parallel.dp] grad_compression = %s does nothing here: the optimizer (%s) reduces "
+                           "the gradients itself; set its own key instead ([optim.%s] grad_compression)",
+                           PLAIT_HOST_HAS(host, config_where)
+                               ? host->config_where(cfg, "parallel.dp", "grad_compression")
+                               : "config",
+                           compression_choices[s->compression], plait_cfg_str(host, cfg, "optim", "plugin"),
+                           plait_cfg_str(host, cfg, "optim", "plugin"));
+}
+
 static plait_status dp_create(const plait_parallel_init *init, void **out) {
     const plait_host *host = init->host;
     dp_state *s = calloc(1, sizeof *s);
@@ -103,6 +120,15 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     s->checks.perturb = (dp_perturb)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
     s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
     s->compression = (plait_compression)plait_cfg_int(host, init->config, "parallel.dp", "grad_compression");
+    /* told at create from ABI 1.35 (before any rank starts, once); an
+     * older core's runs hear it at bind */
+    const int reduces = init->struct_size >= offsetof(plait_parallel_init, optim_reduces_grads) + sizeof(int) &&
+                        init->optim_reduces_grads;
+    plait_status st = reduces ? refuse_compression(s, init->config) : PLAIT_OK;
+    if (st != PLAIT_OK) {
+        free(s);
+        return st;
+    }
     *out = s;
     return PLAIT_OK;
 }
@@ -171,12 +197,7 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     plait_status st = s->mesh->dp > 1 ? dp_replicas_start(s->host, s->mesh, &s->checks, bind->params) : PLAIT_OK;
     if (st != PLAIT_OK) return st;
     s->reduce = !bind->optim_reduces_grads;
-    if (!s->reduce && s->compression != PLAIT_COMPRESS_NONE)
-        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel.dp] grad_compression = %s does nothing here: the optimizer reduces the "
-                               "gradients itself (ZeRO); set its own key instead ([optim.zero1|2|3] "
-                               "grad_compression)", compression_choices[s->compression]);
-    if (!s->reduce) return PLAIT_OK;
+    if (!s->reduce) return refuse_compression(s, s->config);
     uint8_t *skip = NULL;
     if (!s->deterministic) {
         st = find_folds(s, bind->params, &skip);

@@ -215,6 +215,13 @@ typedef struct plait_parallel_init {
     const plait_mesh *mesh;
     const plait_model_spec *model;
     int deterministic;           /* [run] deterministic */
+    /* --- ABI 1.35 (read where struct_size covers it) -------------------
+     * The run's optimizer reduces the gradients over the DP group itself
+     * (PLAIT_OPTIM_REDUCES_GRADS: ZeRO), as plait_parallel_bind says again
+     * at bind. Told at create, which the core also calls before any rank
+     * starts (above), so that a plugin refuses there, once, a setting the
+     * optimizer would leave unused (plait's dp: its grad_compression). */
+    int optim_reduces_grads;
 } plait_parallel_init;
 
 /* What the plugin gets once storage exists (bind). */
