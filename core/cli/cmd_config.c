@@ -15,9 +15,9 @@
 #include "model/model.h"
 #include "model/tied.h"
 #include "runtime/error.h"
-#include "train/data.h"
 #include "train/preflight.h"
 #include "train/run_trace.h"
+#include "train/train_loop.h"
 
 /* What a checkpoint of the layout costs, on this machine's defaults
  * ([cluster] disk_gbps of configs/clusters/this-machine.ini). */
@@ -192,11 +192,11 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
         plait_cli_print_error(NULL);
         rc = 1;
     } else {
-        /* the data may be prepared later, or live only where the ranks
-         * run: noted, not refused (train refuses it before its run
-         * directory) */
-        if (plait_data_check_files(cfg) != PLAIT_OK) {
-            printf("note: %s; plait train refuses that before its run directory (prepare the data first, or run "
+        /* the data and the initial weights may be made later, or live
+         * only where the ranks run: noted, not refused (train refuses a
+         * missing one before its run directory) */
+        if (plait_train_check_inputs(cfg) != PLAIT_OK) {
+            printf("note: %s; plait train refuses that before its run directory (make the file first, or run "
                    "train where it is)\n",
                    plait_last_error());
             plait_clear_error();

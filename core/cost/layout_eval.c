@@ -371,8 +371,9 @@ void plait_cost_finish_memory(const plait_cost_rank *stages, const plait_cost_la
 }
 
 /* A plan the preflight made, by the layout's settings it reads: every
- * one but the optimizer and its bucket, which the preflight never looks
- * at (they change only the job's memory and time, plait_cost_finish). */
+ * one but the optimizer and its bucket (they change only the job's memory
+ * and time, plait_cost_finish), save whether the optimizer reduces the
+ * gradients itself, which the parallel plugin is told (plan_key). */
 typedef struct plan_entry {
     plait_cost_layout key;
     int valid;

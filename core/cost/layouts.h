@@ -252,9 +252,10 @@ plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_
                                         plait_cost_rank *stages, int cap);
 
 /* The plans the preflight made for layouts evaluated so far, by every
- * setting of a layout but the optimizer and its bucket (which the
- * preflight never reads): a search confirming many layouts that differ
- * only there plans each once. Owned by its creator; one thread at a time. */
+ * setting of a layout but the optimizer and its bucket (of the optimizer
+ * the preflight reads only whether it reduces the gradients itself): a
+ * search confirming many layouts that differ only there plans each once.
+ * Owned by its creator; one thread at a time. */
 typedef struct plait_cost_plans plait_cost_plans;
 plait_cost_plans *plait_cost_plans_new(void); /* NULL when out of memory */
 void plait_cost_plans_free(plait_cost_plans *p);

@@ -254,6 +254,9 @@ for n in 1 n2 dp2; do
   grep -q "rank [01] failed" "$E2E_WORK/init-none-$n.out" && fail "a rank reported the missing init_from: $(cat "$E2E_WORK/init-none-$n.out")"
 done
 [ ! -e "$W/inone" ] || fail "train made its run directory for an init_from that is not there: $(ls -A "$W/inone")"
+out=$("$PLAIT_BIN" config check "$CFG" "run.out_dir=$W/inone" "run.init_from=$W/none.safetensors" 2>&1) ||
+  fail "config check refused a config whose init_from is not there: $out"
+grep -qF "note: $want" <<<"$out" || fail "config check did not note the missing init_from: $out"
 mkdir "$W/inone"
 refused init-none-later "[run] init_from = $W/none.safetensors: No such file or directory" \
   "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/inone" "run.init_from=$W/none.safetensors" run.steps=1
