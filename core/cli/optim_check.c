@@ -1,4 +1,4 @@
-/* The optimizer against a layout with experts, before any rank starts (cli/optim_check.h). */
+/* The optimizer against a layout with experts and the schedule, before any rank starts (cli/optim_check.h). */
 #include "cli/optim_check.h"
 
 #include <plait/optim.h>
@@ -9,7 +9,7 @@
 
 plait_status plait_cli_check_optim(const plait_config *cfg) {
     const int ep = (int)plait_config_int(cfg, "parallel", "ep");
-    if (ep <= 1) return PLAIT_OK; /* nothing to ask the plugin */
+    if (ep <= 1 && plait_lr_schedule_minor(cfg) == 0) return PLAIT_OK; /* nothing to ask the plugin */
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, plait_config_str(cfg, "optim", "plugin"));
     if (!d || !d->ops) {
         plait_clear_error(); /* the ranks load it, and say why it does not */

@@ -26,7 +26,8 @@ static const char *const rope_scaling_choices[] = {"none", "llama3", NULL};
 static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
-static const char *const schedule_choices[] = {"cosine", "constant", NULL};
+static const char *const schedule_choices[] = {"cosine", "constant", "linear", "wsd", "inverse_sqrt", NULL};
+static const char *const decay_style_choices[] = {"linear", "cosine", "sqrt", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
@@ -251,9 +252,17 @@ static const plait_key_decl optim_keys[] = {
     KEY("plugin", S, "adam", 1, 0, NULL, SAME, "optimizer plugin: adam, zero1, zero2, zero3, or a path"),
     KEY("lr", F, "1e-3", 0, 10, NULL, SAME, "peak learning rate"),
     KEY("min_lr", F, "1e-4", 0, 10, NULL, SAME, "learning rate at the end of the decay"),
-    KEY("lr_schedule", E, "cosine", 1, 0, schedule_choices, SAME, "after warmup: cosine decay to min_lr, or constant"),
+    KEY("lr_schedule", E, "cosine", 1, 0, schedule_choices, SAME,
+        "after warmup: cosine or linear decay to min_lr at lr_decay_steps; constant; wsd (warmup-stable-decay: lr "
+        "until the last lr_wsd_decay_steps before lr_decay_steps, then down to min_lr); inverse_sqrt (lr * "
+        "sqrt(warmup_steps / step), at least min_lr)"),
     KEY("warmup_steps", I, "0", 0, 1e12, NULL, SAME, "linear warmup steps"),
     KEY("lr_decay_steps", I, "0", 0, 1e12, NULL, SAME, "step at which decay reaches min_lr (0 = [run] steps)"),
+    KEY("lr_wsd_decay_steps", I, "0", 0, 1e12, NULL, SAME,
+        "lr_schedule = wsd: the steps of the final decay, which ends at lr_decay_steps (needed: 1 up to the steps "
+        "after warmup)"),
+    KEY("lr_wsd_decay_style", E, "linear", 1, 0, decay_style_choices, SAME,
+        "lr_schedule = wsd: the final decay's shape over its share p: linear (1 - p), cosine, or sqrt (1 - sqrt(p))"),
     KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
     KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
     KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME,

@@ -81,20 +81,48 @@ static plait_status check_offload(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
-/* The cosine schedule decays from [optim] lr to min_lr: a floor above the
+/* The decaying schedules go from [optim] lr to min_lr: a floor above the
  * peak would raise the rate as the run goes on, which no schedule means
- * (Megatron-LM asserts the same). */
+ * (Megatron-LM asserts the same). wsd's final decay must fit between the
+ * warmup and the decay's end: one that reached into the warmup would cut
+ * the warmup short. */
 static plait_status check_lr(const plait_config *cfg) {
     const double lr = plait_config_float(cfg, "optim", "lr"), min_lr = plait_config_float(cfg, "optim", "min_lr");
-    if (min_lr <= lr || strcmp(plait_config_str(cfg, "optim", "lr_schedule"), "cosine") != 0) return PLAIT_OK;
-    const char *min_where = "", *lr_where = "";
-    const int min_default = plait_config_origin(cfg, "optim", "min_lr", &min_where) == PLAIT_ORIGIN_DEFAULT;
-    plait_config_origin(cfg, "optim", "lr", &lr_where);
+    const char *schedule = plait_config_str(cfg, "optim", "lr_schedule");
+    if (min_lr > lr && strcmp(schedule, "constant") != 0) {
+        const char *min_where = "", *lr_where = "";
+        const int min_default = plait_config_origin(cfg, "optim", "min_lr", &min_where) == PLAIT_ORIGIN_DEFAULT;
+        plait_config_origin(cfg, "optim", "lr", &lr_where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] min_lr = %g%s is above lr = %g: the %s schedule decays from lr to "
+                               "min_lr; set min_lr <= lr (with lr = 0, min_lr = 0 keeps the weights still), or "
+                               "lr_schedule = constant",
+                               min_default ? lr_where : min_where, min_lr, min_default ? " (its default)" : "", lr,
+                               schedule);
+    }
+    if (strcmp(schedule, "wsd") != 0) return PLAIT_OK;
+    const int64_t k = plait_config_int(cfg, "optim", "lr_wsd_decay_steps"),
+                  w = plait_config_int(cfg, "optim", "warmup_steps");
+    int64_t d = plait_config_int(cfg, "optim", "lr_decay_steps");
+    const char *d_key = "[optim] lr_decay_steps";
+    if (d == 0) {
+        d = plait_config_int(cfg, "run", "steps");
+        d_key = "[run] steps (lr_decay_steps = 0)";
+    }
+    if (k >= 1 && k <= d - w) return PLAIT_OK;
+    const char *where = "";
+    plait_config_origin(cfg, "optim", k >= 1 ? "lr_wsd_decay_steps" : "lr_schedule", &where);
+    if (k < 1)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] lr_schedule = wsd needs lr_wsd_decay_steps, the steps of its final "
+                               "decay to min_lr (1 to %lld here: %s = %lld less warmup_steps = %lld; runs commonly "
+                               "decay over the last 10-20%%)",
+                               where, (long long)(d - w > 1 ? d - w : 1), d_key, (long long)d, (long long)w);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: [optim] min_lr = %g%s is above lr = %g: the cosine schedule decays from lr to "
-                           "min_lr; set min_lr <= lr (with lr = 0, min_lr = 0 keeps the weights still), or "
-                           "lr_schedule = constant",
-                           min_default ? lr_where : min_where, min_lr, min_default ? " (its default)" : "", lr);
+                           "%s: [optim] lr_wsd_decay_steps = %lld is longer than the steps between the warmup and the "
+                           "decay's end (%s = %lld less warmup_steps = %lld: %lld); set it at most that, or raise "
+                           "the decay's end",
+                           where, (long long)k, d_key, (long long)d, (long long)w, (long long)(d - w));
 }
 
 plait_status plait_check_key_rules(const plait_config *cfg) {

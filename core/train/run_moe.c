@@ -17,7 +17,6 @@
 #include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "train/optim_abi.h"
 #include "train/run.h"
 
 /* A router has collapsed when one expert took this share of a block's
@@ -118,11 +117,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
     /* the routing and the ep trades run on any device whose kernel table has
      * the experts' entries (the model refuses one without) */
     return PLAIT_OK;
-}
-
-plait_status plait_run_moe_check_optim(const plait_run *run) {
-    return plait_check_optim_abi(run->cfg, run->world.mesh.tp, run->world.mesh.ep, run->optim.flags,
-                                 run->optim.abi_minor);
 }
 
 /* Experts with a column of their own. */

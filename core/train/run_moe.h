@@ -35,12 +35,6 @@ typedef struct plait_run_moe {
  * moe_experts, an ep above PLAIT_MODEL_MAX_EP, ep > 1 with tp > 1, a
  * moe_ffn_hidden tp does not divide. */
 plait_status plait_run_moe_check_layout(const struct plait_run *run);
-/* The run's optimizer against its layout with experts, by the rule of
- * train/optim_abi.h (an optimizer that predates the experts' group, ABI
- * 1.20, or an expert tensor cut over tp x ep, 1.28), refused naming what
- * would work. (The balancing's selection bias is a model buffer, which no
- * optimizer holds: every optimizer runs with it.) */
-plait_status plait_run_moe_check_optim(const struct plait_run *run);
 
 /* Collective over the world, after the optimizer step of step `step`
  * (numbered from 1): take this rank's counts, sum them, move the biases,

@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
+#include "train/optim_abi.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_source.h"
@@ -259,7 +260,10 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
      * whether the optimizer reduces the gradients itself */
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_load_parallel(run);
-    if (st == PLAIT_OK) st = plait_run_moe_check_optim(run);
+    /* the optimizer's ABI against the layout's experts and the schedule
+     * (an expert tensor's group, the 1.36 schedules): train/optim_abi.h */
+    if (st == PLAIT_OK)
+        st = plait_check_optim_abi(cfg, run->world.mesh.tp, run->world.mesh.ep, run->optim.flags, run->optim.abi_minor);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
     /* The model before the storage: which bf16 copies it keeps decides
      * which float32 weights the core stores (plait_run_keep_masters); it

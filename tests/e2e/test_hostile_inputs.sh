@@ -326,6 +326,10 @@ not a trace merged by plait (one starts with|trace summary $CFG
 grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|config check $CFG parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true data.micro_batch=1
 [optim] min_lr = 0.0001 (its default) is above lr = 0: the cosine schedule decays from lr to min_lr|config check $CFG optim.lr=0
 [optim] min_lr = 0.5 is above lr = 0.1|train $CFG optim.min_lr=0.5 optim.lr=0.1 run.out_dir=$W5/min-lr
+[optim] min_lr = 0.0001 (its default) is above lr = 0: the linear schedule decays from lr to min_lr|config check $CFG optim.lr=0 optim.lr_schedule=linear
+[optim] lr_schedule = wsd needs lr_wsd_decay_steps, the steps of its final decay to min_lr (1 to 15 here: [run] steps (lr_decay_steps = 0) = 20 less warmup_steps = 5|config check $CFG optim.lr_schedule=wsd run.steps=20 optim.warmup_steps=5
+[optim] lr_wsd_decay_steps = 9 is longer than the steps between the warmup and the decay's end ([optim] lr_decay_steps = 12 less warmup_steps = 5: 7)|train $CFG optim.lr_schedule=wsd optim.lr_wsd_decay_steps=9 optim.lr_decay_steps=12 optim.warmup_steps=5 run.out_dir=$W5/wsd
+value 'exponential' is not allowed (one of: linear, cosine, sqrt)|config check $CFG optim.lr_schedule=wsd optim.lr_wsd_decay_style=exponential
 virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.virtual_stages=2
 schedule = interleaved needs virtual_stages >= 2|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
 ranges overlap or are out of model order|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.stages=0-3,3-3
@@ -361,6 +365,7 @@ refused bf16-sums-n2 "grad_accum = bf16 with [run] deterministic = true and 4 mi
   "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 optim.plugin=zero1 optim.zero1.grad_accum=bf16 run.deterministic=true \
   data.micro_batch=1 "run.out_dir=$W5/bf16-sums"
 [ ! -e "$W5/min-lr" ] || fail "train made the run directory of a min_lr above lr"
+[ ! -e "$W5/wsd" ] || fail "train made the run directory of a wsd decay longer than the schedule"
 [ ! -e "$W5/bf16-sums" ] || fail "train -n 2 started ranks for zero1's bf16 sums: $(ls "$W5/bf16-sums")"
 grep -q "rank [01] failed" "$E2E_WORK/bf16-sums-n2.out" && fail "a rank reported zero1's bf16 sums: $(cat "$E2E_WORK/bf16-sums-n2.out")"
 # cluster files

@@ -8,7 +8,8 @@
 # element, not 0). [optim] offload, which it cannot honour, is refused by
 # its own check() before any rank starts: by config check, by the launcher
 # of `train -n 2` once (no rank reports it) and by a run of one process
-# before its run directory, naming where the key was set.
+# before its run directory, naming where the key was set; so is a
+# learning-rate schedule of a later ABI than the 1.3 it declares.
 set -euo pipefail
 plait=$1 dir=$2 work=$3 src=$4
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -52,15 +53,27 @@ s=$(awk -F, 'NR == 2 { print $7 }' "$work/sgd/memory.csv")
 pa=$(awk -F, 'NR == 2 { print $5 }' "$work/adam/memory.csv")
 [ "$p" -gt 0 ] && [ "$p" = "$g" ] && [ "$s" = "$p" ] && [ "$p" = "$pa" ] ||
   fail "sgd reports parameters $p, gradients $g, state $s bytes (adam: parameters $pa)"
-# its refusal of [optim] offload, said once before any rank starts
-want="command line 'optim.offload=nvme': [optim] offload = nvme: sgd keeps its momentum in the device's memory"
-off=(optim.plugin=sgd optim.offload=nvme "optim.offload_path=$work")
-out=$("$plait" config check tests/e2e/tiny.ini "${off[@]}" 2>&1) && fail "config check accepted offload with sgd: $out"
-grep -qF "$want" <<<"$out" || fail "config check's refusal of offload with sgd: $out"
-for n in 1 2; do
-  out=$("$plait" train tests/e2e/tiny.ini -n $n parallel.dp=$n "${off[@]}" "run.out_dir=$work/off$n" 2>&1) &&
-    fail "train -n $n accepted offload with sgd: $out"
-  [ "$(grep -cF "$want" <<<"$out")" -eq 1 ] || fail "train -n $n did not refuse offload with sgd once: $out"
-  [ ! -e "$work/off$n" ] || fail "train -n $n made its run directory before refusing offload with sgd"
-done
+# refused_once WHAT WANT OVERRIDES...: config check refuses the overrides
+# naming WANT, and so does the launcher of train -n 1 and -n 2, once, before
+# any run directory
+refused_once() {
+  local what=$1 want=$2 out n
+  shift 2
+  out=$("$plait" config check tests/e2e/tiny.ini "$@" 2>&1) && fail "config check accepted $what with sgd: $out"
+  grep -qF "$want" <<<"$out" || fail "config check's refusal of $what with sgd: $out"
+  for n in 1 2; do
+    out=$("$plait" train tests/e2e/tiny.ini -n $n parallel.dp=$n "$@" "run.out_dir=$work/refused$n" 2>&1) &&
+      fail "train -n $n accepted $what with sgd: $out"
+    [ "$(grep -cF "$want" <<<"$out")" -eq 1 ] || fail "train -n $n did not refuse $what with sgd once: $out"
+    [ ! -e "$work/refused$n" ] || fail "train -n $n made its run directory before refusing $what with sgd"
+  done
+}
+# its refusal of [optim] offload
+refused_once offload \
+  "command line 'optim.offload=nvme': [optim] offload = nvme: sgd keeps its momentum in the device's memory" \
+  optim.plugin=sgd optim.offload=nvme "optim.offload_path=$work"
+# a schedule of a later ABI than the plugin declares (1.3: its helper may
+# read the name as cosine)
+refused_once wsd "command line 'optim.lr_schedule=wsd': [optim] lr_schedule = wsd with [optim] plugin = sgd: the plugin declares ABI 1.3, before that schedule" \
+  optim.plugin=sgd optim.lr_schedule=wsd optim.lr_wsd_decay_steps=2
 echo "sgd: lr = adam's schedule ($lrs), first norm $norm1 = adam's, clipping effective, dp=2 = 1 process, memory $p/$g/$s bytes"

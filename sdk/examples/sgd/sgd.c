@@ -8,7 +8,10 @@
  * core's; this plugin keeps one momentum buffer per parameter. Everything an
  * optimizer shares with plait's own comes from plait/optim_util.h, so it
  * honours [optim] exactly like adam does: lr, warmup_steps, min_lr,
- * lr_decay_steps and lr_schedule (warmup then cosine, or constant),
+ * lr_decay_steps and lr_schedule (warmup then cosine, or constant; the
+ * schedules of ABI 1.36, linear, wsd and inverse_sqrt, the core refuses
+ * beside a plugin declaring less, which this one does: declare 36 to
+ * take them),
  * weight_decay, and grad_clip (clipping by the exact global gradient norm,
  * the same for every layout). Its own key is [optim.sgd] momentum. It
  * reports what it holds (parameters and gradients, owned by the core but

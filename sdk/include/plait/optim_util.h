@@ -14,12 +14,23 @@
  * Learning-rate schedule (step s counts from 0, as plait_optim_step_in.step):
  *   warmup  s < W:        lr * (s + 1) / (W + 1)         (nanoGPT's current
  *                          rule: step 0 already moves, with lr / (W + 1))
- *   cosine  W <= s <= D:  min_lr + (lr - min_lr) * (1 + cos(pi * (s - W) / (D - W))) / 2
- *           s > D:        min_lr
- *           (D <= W: min_lr from step W on)
- *   constant  s >= W:     lr                            ([optim] lr_schedule = constant)
+ * then, by [optim] lr_schedule, with m = min_lr:
+ *   cosine  W <= s <= D:  m + (lr - m) * (1 + cos(pi * (s - W) / (D - W))) / 2
+ *           s > D:        m
+ *           (D <= W: m from step W on)
+ *   constant  s >= W:     lr
+ *   linear (ABI 1.36)  W <= s <= D:  m + (lr - m) * (1 - (s - W) / (D - W)); s > D: m
+ *   wsd (ABI 1.36, warmup-stable-decay): lr until S = D - K (K = [optim]
+ *           lr_wsd_decay_steps; S = W where K reaches into the warmup),
+ *           then m + (lr - m) * f(p) with p = (s - S) / (D - S) for
+ *           S <= s <= D, f by [optim] lr_wsd_decay_style: linear 1 - p,
+ *           cosine (1 + cos(pi * p)) / 2, sqrt 1 - sqrt(p); s > D: m
+ *   inverse_sqrt (ABI 1.36)  s >= W:  max(m, lr * sqrt(max(W, 1) / max(s, 1)))
+ *           (D plays no part)
  * where W = [optim] warmup_steps and D = [optim] lr_decay_steps, or
- * [run] steps when that is 0. Computed in double.
+ * [run] steps when that is 0. Computed in double. A core before 1.36
+ * refuses the 1.36 schedules' names; a plugin declaring a minor below 36
+ * is refused beside them (its copy of this helper reads them as cosine).
  *
  * Gradient clipping ([optim] grad_clip = c > 0), as
  * torch.nn.utils.clip_grad_norm_: with the global L2 norm n of every
@@ -67,7 +78,20 @@
 extern "C" {
 #endif
 
-typedef enum plait_lr_schedule { PLAIT_LR_COSINE = 0, PLAIT_LR_CONSTANT = 1 } plait_lr_schedule;
+typedef enum plait_lr_schedule {
+    PLAIT_LR_COSINE = 0,
+    PLAIT_LR_CONSTANT = 1,
+    PLAIT_LR_LINEAR = 2,      /* ABI 1.36 */
+    PLAIT_LR_WSD = 3,         /* ABI 1.36: warmup, stable, decay */
+    PLAIT_LR_INVERSE_SQRT = 4 /* ABI 1.36 */
+} plait_lr_schedule;
+
+/* The shape of wsd's final decay ([optim] lr_wsd_decay_style, ABI 1.36). */
+typedef enum plait_lr_decay_shape {
+    PLAIT_LR_DECAY_LINEAR = 0,
+    PLAIT_LR_DECAY_COSINE = 1,
+    PLAIT_LR_DECAY_SQRT = 2 /* 1 - sqrt(p) */
+} plait_lr_decay_shape;
 
 /* The Adam-family keys of [optim] (declared by the core for every optimizer). */
 typedef struct plait_optim_hparams {
@@ -77,6 +101,10 @@ typedef struct plait_optim_hparams {
     int64_t decay_steps;   /* resolved: lr_decay_steps, or [run] steps when 0 */
     double beta1, beta2, eps, weight_decay;
     double grad_clip;      /* 0 = no clipping */
+    /* wsd (ABI 1.36): the final decay's steps and shape; read only where
+     * lr_schedule = wsd, so the helper works in an older core elsewhere */
+    int64_t wsd_decay_steps;
+    plait_lr_decay_shape wsd_shape;
 } plait_optim_hparams;
 
 /* Read [optim] (and [run] steps). Fails only if a key is undeclared. */
@@ -106,7 +134,17 @@ static inline plait_status plait_optim_read_hparams(const plait_host *host, cons
         out->decay_steps = v.i;
     }
     if ((st = host->config_get(cfg, "optim", "lr_schedule", &v)) != PLAIT_OK) return st;
-    out->schedule = v.s && strcmp(v.s, "constant") == 0 ? PLAIT_LR_CONSTANT : PLAIT_LR_COSINE;
+    static const char *const names[] = {"cosine", "constant", "linear", "wsd", "inverse_sqrt"};
+    out->schedule = PLAIT_LR_COSINE;
+    for (int i = 0; v.s && i < (int)(sizeof names / sizeof names[0]); i++)
+        if (strcmp(v.s, names[i]) == 0) out->schedule = (plait_lr_schedule)i;
+    if (out->schedule != PLAIT_LR_WSD) return PLAIT_OK;
+    if ((st = host->config_get(cfg, "optim", "lr_wsd_decay_steps", &v)) != PLAIT_OK) return st;
+    out->wsd_decay_steps = v.i;
+    if ((st = host->config_get(cfg, "optim", "lr_wsd_decay_style", &v)) != PLAIT_OK) return st;
+    out->wsd_shape = !v.s || strcmp(v.s, "linear") == 0 ? PLAIT_LR_DECAY_LINEAR
+                     : strcmp(v.s, "cosine") == 0       ? PLAIT_LR_DECAY_COSINE
+                                                        : PLAIT_LR_DECAY_SQRT;
     return PLAIT_OK;
 }
 
@@ -114,11 +152,25 @@ static inline plait_status plait_optim_read_hparams(const plait_host *host, cons
 static inline double plait_optim_lr_at(const plait_optim_hparams *hp, int64_t step) {
     int64_t W = hp->warmup_steps, D = hp->decay_steps;
     if (step < 0) step = 0;
+    const double pi = 3.14159265358979323846;
     if (step < W) return hp->lr * (double)(step + 1) / (double)(W + 1);
     if (hp->schedule == PLAIT_LR_CONSTANT) return hp->lr;
+    if (hp->schedule == PLAIT_LR_INVERSE_SQRT) {
+        double r = hp->lr * sqrt((double)(W > 1 ? W : 1) / (double)(step > 1 ? step : 1));
+        return r > hp->min_lr ? r : hp->min_lr;
+    }
     if (step >= D) return hp->min_lr; /* also covers D <= W */
-    double ratio = (double)(step - W) / (double)(D - W);
-    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * ratio));
+    int64_t start = W;
+    if (hp->schedule == PLAIT_LR_WSD) {
+        start = D - hp->wsd_decay_steps;
+        if (start < W) start = W;
+        if (step < start) return hp->lr; /* the stable phase */
+    }
+    double ratio = (double)(step - start) / (double)(D - start);
+    double coeff = 0.5 * (1.0 + cos(pi * ratio)); /* cosine, and wsd's cosine */
+    if (hp->schedule == PLAIT_LR_LINEAR || (hp->schedule == PLAIT_LR_WSD && hp->wsd_shape == PLAIT_LR_DECAY_LINEAR))
+        coeff = 1.0 - ratio;
+    else if (hp->schedule == PLAIT_LR_WSD && hp->wsd_shape == PLAIT_LR_DECAY_SQRT) coeff = 1.0 - sqrt(ratio);
     return hp->min_lr + coeff * (hp->lr - hp->min_lr);
 }
 
