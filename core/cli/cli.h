@@ -126,6 +126,17 @@ int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
                             const plait_cli_job_opts *job, int *exit_code);
 
+/* What every rank of a train or bench train job would refuse alone, said
+ * once by the process that starts them (the launcher of a layout, or of
+ * -n N): the layout's preflight (train/preflight.h), the masters' and the
+ * optimizer's checks (cli/masters_check.h, cli/optim_check.h) and, where
+ * `inputs` (ranks start on this host), the files they read at their start:
+ * a training job's data and [run] init_from (plait_train_check_inputs), a
+ * bench's data (it starts from its own initialisation). PLAIT_OK or the
+ * first refusal, for the caller to print with `context`. Not thread-safe
+ * (loads plugins, the thread's error slot). */
+plait_status plait_cli_check_job(plait_config *cfg, const char *context, int inputs);
+
 /* Where this host's `local` ranks will run ([run] bind, launch/bind.h),
  * printed to stderr before they start; non-zero after printing why it
  * cannot be done (bind = cores on too few cores, a topology file that does

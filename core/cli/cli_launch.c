@@ -22,6 +22,7 @@
 #include "runtime/error.h"
 #include "checkpoint/checkpoint.h"
 #include "device/device.h"
+#include "train/data.h"
 #include "train/preflight.h"
 #include "train/train_loop.h"
 
@@ -324,6 +325,14 @@ int plait_cli_print_placement(const plait_config *cfg, int local, const char *co
     return 0;
 }
 
+plait_status plait_cli_check_job(plait_config *cfg, const char *context, int inputs) {
+    plait_status st = plait_layout_preflight(cfg);
+    if (st == PLAIT_OK) st = plait_cli_check_masters(cfg);
+    if (st == PLAIT_OK) st = plait_cli_check_optim(cfg);
+    if (st != PLAIT_OK || !inputs) return st;
+    return strcmp(context, "train") == 0 ? plait_train_check_inputs(cfg) : plait_data_check_files(cfg);
+}
+
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
                             const plait_cli_job_opts *given, int *exit_code) {
     plait_cli_job_opts merged;
@@ -379,11 +388,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         plait_config_free(cfg);
         return 1;
     }
-    /* a layout mistake is reported once, here, not by every rank; and
-     * the files this host's ranks of a training job read at their start */
-    if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
-        plait_cli_check_optim(cfg) != PLAIT_OK ||
-        (strcmp(context, "train") == 0 && plait_train_check_inputs(cfg) != PLAIT_OK)) {
+    /* a layout mistake is reported once, here, not by every rank */
+    if (plait_cli_check_job(cfg, context, 1) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
     } else if (job->nnodes_min > 0) {

@@ -303,7 +303,8 @@ static int load_comm_config(const comm_args *a, plait_config **cfg) {
 }
 
 /* `plait bench train CONFIG ... -n N`: a layout that does not fit the ranks
- * -n starts is said once, by the launcher (other problems: by the ranks). */
+ * -n starts, and what every rank would refuse alone (plait_cli_check_job),
+ * are said once, by the launcher (a config error: by the ranks). */
 static int bench_train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
@@ -317,6 +318,10 @@ static int bench_train_before_launch(int argc, char **argv, const plait_cli_job_
     if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK && plait_cli_check_ranks(cfg, job) != PLAIT_OK) {
         plait_cli_print_error("bench train");
         rc = 2;
+    }
+    if (rc == 0 && cfg && plait_cli_check_job(cfg, "bench train", job->local_ranks > 0) != PLAIT_OK) {
+        plait_cli_print_error("bench train");
+        rc = 1;
     }
     plait_clear_error();
     plait_config_free(cfg);

@@ -4,11 +4,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/masters_check.h"
-#include "cli/optim_check.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
-#include "train/preflight.h"
 #include "train/train_loop.h"
 
 static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
@@ -81,16 +78,9 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         plait_cli_print_error("train");
         rc = 2;
     }
-    /* what every rank would refuse alone, once: the layout and what the
-     * optimizer refuses beside it, as the launcher of a layout says them */
-    if (rc == 0 && cfg &&
-        (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
-         plait_cli_check_optim(cfg) != PLAIT_OK)) {
-        plait_cli_print_error("train");
-        rc = 1;
-    }
-    /* the files the ranks started here read at their start */
-    if (rc == 0 && cfg && job->local_ranks > 0 && plait_train_check_inputs(cfg) != PLAIT_OK) {
+    /* what every rank would refuse alone, once, as the launcher of a
+     * layout says it; the files only where ranks start here */
+    if (rc == 0 && cfg && plait_cli_check_job(cfg, "train", job->local_ranks > 0) != PLAIT_OK) {
         plait_cli_print_error("train");
         rc = 1;
     }

@@ -230,15 +230,18 @@ data file $W/zero.bin is a character device|$W/zero.bin
 cannot open data file $W/dangling.txt: No such file or directory|$W/dangling.txt
 EOF2
 # a data path that names nothing: refused where it is set, before the run
-# directory, by a run of one process and once by the launcher of -n 2 (no
-# rank started); config check notes it and says ok (the data may be
-# prepared later, or live where the ranks run)
+# directory, by a run of one process and once by the launcher of -n 2 or of
+# a bench (its layout or -n 2; no rank started); config check notes it and
+# says ok (the data may be prepared later, or live where the ranks run)
 want="command line 'data.path=$W/none.bin': [data] path = $W/none.bin: no such file"
 refused data-none-1 "$want" "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/dnone" "data.path=$W/none.bin"
 refused data-none-n2 "$want" "$PLAIT_BIN" train "$CFG" -n 2 parallel.dp=2 "run.out_dir=$W/dnone" "data.path=$W/none.bin"
 refused data-none-dp2 "$want" "$PLAIT_BIN" train "$CFG" parallel.dp=2 "run.out_dir=$W/dnone" "data.path=$W/none.bin"
+refused data-none-bench "$want" "$PLAIT_BIN" bench train "$CFG" --steps 1 --warmup 0 parallel.dp=2 "data.path=$W/none.bin"
+refused data-none-bench-n2 "$want" "$PLAIT_BIN" bench train "$CFG" -n 2 --steps 1 --warmup 0 parallel.dp=2 \
+  "data.path=$W/none.bin"
 [ ! -e "$W/dnone" ] || fail "train made its run directory for data that is not there: $(ls -A "$W/dnone")"
-for n in n2 dp2; do
+for n in n2 dp2 bench bench-n2; do
   grep -q "rank [01] failed" "$E2E_WORK/data-none-$n.out" && fail "a rank reported the missing data: $(cat "$E2E_WORK/data-none-$n.out")"
 done
 out=$("$PLAIT_BIN" config check "$CFG" "data.path=$W/none.bin" 2>&1) || fail "config check refused a config whose data is not there: $out"
