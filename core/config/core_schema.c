@@ -211,6 +211,10 @@ static const plait_key_decl data_keys[] = {
         "tokens, or raw uint16; u16 is the old name)"),
     KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME,
         "share of the data held out for validation (the tail); not used when val_path is set"),
+    KEY("weights", S, "", 1, 0, NULL, SAME,
+        "a weighted blend of datasets: one weight >= 0 per pattern of path (each pattern's files one dataset), "
+        "a training sequence drawn from dataset k with probability weight k / their sum (Megatron-LM's data "
+        "blend); empty = one stream, every training token alike"),
     KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
         "sequences per optimizer step over all ranks (0 = derive from the other two)"),
     KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,

@@ -31,6 +31,13 @@ struct plait_data {
     uint64_t tokenizer_fingerprint; /* plait_tokenizer_fingerprint of it */
     int32_t seq_len;
     uint64_t seed;
+    /* a blend ([data] weights): dataset k's training tokens [set_lo[k],
+     * set_hi[k]), drawn where a hash falls below set_cut[k] and not below
+     * the previous cut; last_set is the last of weight > 0 */
+    int n_sets, last_set;
+    int64_t *set_lo, *set_hi;
+    uint64_t *set_cut;
+    double *set_share;
 };
 
 /* The file holding token `index` (binary search over the starts). */
@@ -83,6 +90,54 @@ static plait_status open_files(plait_data *d, const plait_data_options *o, int n
     }
     d->n_tokens = d->start[d->n_files];
     d->format = format_of_file(&d->files[0]);
+    return PLAIT_OK;
+}
+
+/* A blend's datasets over the training split (plait_data_options): each a
+ * run of consecutive files, cut at the split; one of weight > 0 must hold
+ * a sequence and its last target. */
+static plait_status make_sets(plait_data *d, const plait_data_options *o, int n_train_files) {
+    const int n = o->n_sets;
+    int files = 0;
+    double sum = 0;
+    for (int k = 0; k < n; k++) {
+        files += o->set_files[k] >= 1 ? o->set_files[k] : n_train_files + 1;
+        if (!(o->weights[k] >= 0 && o->weights[k] < 1e300)) files = -1;
+        else sum += o->weights[k];
+    }
+    if (n > PLAIT_DATA_MAX_SETS || files != n_train_files || !(sum > 0))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "data blend of %s: %d datasets over %d of %d training files, weights summing to %g",
+                               d->path, n, files, n_train_files, sum);
+    d->set_lo = calloc((size_t)n, sizeof *d->set_lo);
+    d->set_hi = calloc((size_t)n, sizeof *d->set_hi);
+    d->set_cut = calloc((size_t)n, sizeof *d->set_cut);
+    d->set_share = calloc((size_t)n, sizeof *d->set_share);
+    if (!d->set_lo || !d->set_hi || !d->set_cut || !d->set_share)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the data blend of %s", d->path);
+    d->n_sets = n;
+    int64_t need = (int64_t)d->seq_len + 1;
+    long double cum = 0;
+    for (int k = 0, f = 0; k < n; f += o->set_files[k], k++) {
+        int64_t lo = d->start[f], hi = d->start[f + o->set_files[k]];
+        d->set_lo[k] = lo < d->n_train ? lo : d->n_train;
+        d->set_hi[k] = hi < d->n_train ? hi : d->n_train;
+        d->set_share[k] = o->weights[k] / sum;
+        cum += (long double)o->weights[k];
+        long double cut = cum / (long double)sum * 18446744073709551616.0L;
+        d->set_cut[k] = cut >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)cut;
+        if (o->weights[k] > 0) d->last_set = k;
+        if (o->weights[k] > 0 && d->set_hi[k] - d->set_lo[k] < need)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "[data] weights: dataset %d (%s%s) has weight %g but %lld training tokens, fewer "
+                                   "than [model] block_size + 1 = %lld%s",
+                                   k + 1, d->files[f].path, o->set_files[k] > 1 ? " and the files after it" : "",
+                                   o->weights[k], (long long)(d->set_hi[k] - d->set_lo[k]), (long long)need,
+                                   hi > d->n_train ? "; the validation split took its tail (give [data] val_path, or "
+                                                     "a smaller val_fraction)"
+                                                   : "");
+    }
+    d->set_cut[d->last_set] = UINT64_MAX; /* its cut is the sum's, whatever rounding left */
     return PLAIT_OK;
 }
 
@@ -144,11 +199,20 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
         plait_data_close(d);
         return st;
     }
-    /* the CRC covers the training tokens as stored, file by file */
+    if (opts->n_sets > 0 && (st = make_sets(d, opts, n_train)) != PLAIT_OK) {
+        plait_data_close(d);
+        return st;
+    }
+    /* the CRC covers the training tokens as stored, file by file, then a
+     * blend's datasets and weights: either changed, the stream differs */
     uint32_t crc = 0;
     for (int i = 0; i < d->n_files && d->start[i] < d->n_train; i++) {
         int64_t n = (d->start[i + 1] < d->n_train ? d->start[i + 1] : d->n_train) - d->start[i];
         crc = plait_crc32c(crc, d->files[i].tokens, (size_t)n * (size_t)d->files[i].width);
+    }
+    if (d->n_sets > 0) {
+        crc = plait_crc32c(crc, opts->set_files, sizeof *opts->set_files * (size_t)d->n_sets);
+        crc = plait_crc32c(crc, opts->weights, sizeof *opts->weights * (size_t)d->n_sets);
     }
     d->train_crc = crc;
     *out = d;
@@ -160,6 +224,10 @@ void plait_data_close(plait_data *d) {
     for (int i = 0; d->files && i < d->n_files; i++) plait_token_file_close(&d->files[i]);
     free(d->files);
     free(d->start);
+    free(d->set_lo);
+    free(d->set_hi);
+    free(d->set_cut);
+    free(d->set_share);
     free(d);
 }
 
@@ -262,6 +330,60 @@ static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size,
     return st;
 }
 
+/* The patterns of a list as expand() splits it. */
+static int count_patterns(const char *value) {
+    int n = 0;
+    for (const char *p = value; p && *p;) {
+        p += strspn(p, ", \t\n");
+        if (!*p) break;
+        n++;
+        p += strcspn(p, ", \t\n");
+    }
+    return n;
+}
+
+plait_status plait_data_check_weights(const plait_config *cfg, double *weights, int cap, int *n) {
+    *n = 0;
+    const char *value = plait_config_str(cfg, "data", "weights");
+    if (!value || !*value) return PLAIT_OK;
+    const char *where = "config";
+    plait_config_origin(cfg, "data", "weights", &where);
+    const char *path = plait_config_str(cfg, "data", "path");
+    const int patterns = count_patterns(path);
+    int count = 0;
+    double sum = 0;
+    for (const char *p = value; *p;) {
+        p += strspn(p, ", \t\n");
+        if (!*p) break;
+        size_t len = strcspn(p, ", \t\n");
+        char word[64], *end = NULL;
+        snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word - 1 ? len : sizeof word - 1), p);
+        double w = strtod(word, &end);
+        if (len >= sizeof word || end == word || *end || !(w >= 0 && w < 1e300))
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [data] weights = %s: '%.*s' is not a number >= 0 (give one weight per "
+                                   "pattern of [data] path, as 0.7, 0.3)",
+                                   where, value, (int)len, p);
+        if (count < PLAIT_DATA_MAX_SETS && weights && count < cap) weights[count] = w;
+        count++;
+        sum += w;
+        p += len;
+    }
+    if (count != patterns || count > PLAIT_DATA_MAX_SETS)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [data] weights = %s gives %d weight%s for %d pattern%s of [data] path = %s; give "
+                               "one weight per pattern (each pattern's files are one dataset%s)",
+                               where, value, count, count == 1 ? "" : "s", patterns, patterns == 1 ? "" : "s", path,
+                               count > PLAIT_DATA_MAX_SETS ? ", at most 256 of them" : "");
+    if (!(sum > 0))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [data] weights = %s: every weight is 0, so no dataset would be read; give one "
+                               "above 0",
+                               where, value);
+    *n = count;
+    return PLAIT_OK;
+}
+
 plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     *out = NULL;
     const char *path = plait_config_str(cfg, "data", "path");
@@ -281,8 +403,26 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     name_list train = {0}, val = {0};
     char tokenizer[PATH_MAX];
     uint64_t fingerprint = 0;
+    double weights[PLAIT_DATA_MAX_SETS];
+    int set_files[PLAIT_DATA_MAX_SETS];
     plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint);
-    if (st == PLAIT_OK) st = expand(cfg, "path", path, &train);
+    if (st == PLAIT_OK) st = plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &o.n_sets);
+    if (st == PLAIT_OK && o.n_sets > 0) { /* a blend: each pattern's files are a dataset */
+        char *copy = strdup(path), *save = NULL;
+        int k = 0;
+        if (!copy) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        for (char *p = copy ? strtok_r(copy, ", \t\n", &save) : NULL; st == PLAIT_OK && p;
+             p = strtok_r(NULL, ", \t\n", &save), k++) {
+            int before = train.n;
+            st = expand(cfg, "path", p, &train);
+            set_files[k] = train.n - before;
+        }
+        free(copy);
+        o.set_files = set_files;
+        o.weights = weights;
+    } else if (st == PLAIT_OK) {
+        st = expand(cfg, "path", path, &train);
+    }
     if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val);
     if (st == PLAIT_OK) {
         o.paths = (const char *const *)train.names;
@@ -347,7 +487,24 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
     }
     uint64_t range = (uint64_t)(d->n_train - T); /* starts 0 .. n_train-T-1 */
     uint64_t h = sequence_hash(d->seed, split, step, sequence);
-    return (int64_t)(((unsigned __int128)h * range) >> 64);
+    if (d->n_sets == 0) return (int64_t)(((unsigned __int128)h * range) >> 64);
+    /* a blend: the dataset by an independent hash of the same counter,
+     * then a start inside its tokens (starts lo .. hi-T-1) */
+    uint64_t u = plait_mix64(h ^ 0x5851f42d4c957f2dull);
+    int k = d->last_set;
+    for (int i = 0; i < d->n_sets; i++)
+        if (u < d->set_cut[i]) {
+            k = i;
+            break;
+        }
+    range = (uint64_t)(d->set_hi[k] - d->set_lo[k] - T);
+    return d->set_lo[k] + (int64_t)(((unsigned __int128)h * range) >> 64);
+}
+
+int plait_data_sets(const plait_data *d) { return d->n_sets; }
+double plait_data_set_share(const plait_data *d, int k) { return k >= 0 && k < d->n_sets ? d->set_share[k] : 0; }
+int64_t plait_data_set_tokens(const plait_data *d, int k) {
+    return k >= 0 && k < d->n_sets ? d->set_hi[k] - d->set_lo[k] : 0;
 }
 
 /* For the SIGBUS guard: is `addr` in one of the mapped files? */

@@ -38,6 +38,15 @@
  *     8×1 is the same 8 sequences);
  *   - resuming at step s needs no saved position: the data position *is* the
  *     step (checkpoints record it anyway, see checkpoint.h).
+ * A blend ([data] weights): the training files form datasets, one a
+ * pattern of [data] path (its matches, back to back); sequence g of step s
+ * first picks dataset k with probability weight k / the weights' sum (an
+ * independent hash of the same counter), then a start drawn uniformly
+ * within that dataset's training tokens, so a sequence never runs from one
+ * dataset into the next, and the stream keeps every property above. The
+ * validation split is unchanged: val_path's files, or the tail of the
+ * training files (from the last patterns' datasets: give val_path for a
+ * validation set of every dataset). A dataset of weight 0 is never read.
  * Validation is a fixed set: sequence g of the validation split is window
  * (g mod W) of the W = (n_val - 1) / T consecutive, non-overlapping windows
  * starting at the split's first token, whatever the step. Every evaluation
@@ -77,6 +86,12 @@ typedef struct plait_data_options {
     int32_t vocab_size;        /* every token must be below it */
     int32_t seq_len;           /* T: each split in use must hold T+1 tokens */
     uint64_t seed;             /* [run] seed */
+    /* a blend: the training files in n_sets consecutive groups of
+     * set_files[k] files (summing to n_paths), dataset k drawn with
+     * probability weights[k] / their sum; n_sets = 0: no blend */
+    int n_sets;
+    const int *set_files;
+    const double *weights;
 } plait_data_options;
 
 typedef struct plait_data plait_data;
@@ -107,6 +122,23 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
  * a run to refuse before its run directory, and `plait config check` to
  * note. */
 plait_status plait_data_check_files(const plait_config *cfg);
+
+/* The most datasets a blend names. */
+#define PLAIT_DATA_MAX_SETS 256
+
+/* [data] weights against [data] path: PLAIT_OK when empty or one finite
+ * number >= 0 per pattern of path (comma or space separated, as path's),
+ * their sum above 0, at most PLAIT_DATA_MAX_SETS; PLAIT_ERR_INVALID_CONFIG naming where the key was set
+ * and what is wrong otherwise. `weights` (may be NULL) receives the values
+ * (at most `cap`), *n their count (0 for no blend). Reads only the
+ * configuration. */
+plait_status plait_data_check_weights(const plait_config *cfg, double *weights, int cap, int *n);
+
+/* The blend's datasets: how many (0 without [data] weights), and dataset
+ * k's weight share and training tokens. */
+int plait_data_sets(const plait_data *d);
+double plait_data_set_share(const plait_data *d, int k);
+int64_t plait_data_set_tokens(const plait_data *d, int k);
 
 /* Unmap and free. NULL is ignored. */
 void plait_data_close(plait_data *d);

@@ -5,6 +5,7 @@
 
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "train/data.h"
 #include "train/plan_check.h"
 #include "train/precision.h"
 #include "train/run.h"
@@ -131,6 +132,8 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
     if (st == PLAIT_OK) st = check_ckpt_async(cfg);
     if (st == PLAIT_OK) st = check_offload(cfg);
     if (st == PLAIT_OK) st = check_lr(cfg);
+    int sets = 0;
+    if (st == PLAIT_OK) st = plait_data_check_weights(cfg, NULL, 0, &sets);
     if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st;
 }

@@ -40,7 +40,10 @@ plait_status plait_layout_preflight(plait_config *cfg);
  * the run's are the run's to check: train/run_trace.h); [optim]
  * offload_params needs offload = host or nvme, and moments = bf16 needs
  * offload = none (the plugins refuse both too, each rank alone); under
- * the cosine schedule [optim] min_lr is at most lr.
+ * a schedule that decays [optim] min_lr is at most lr, and wsd's decay
+ * (lr_wsd_decay_steps) lies between the warmup and the decay's end; [data]
+ * weights gives one weight >= 0 per pattern of path, not all 0
+ * (plait_data_check_weights).
  * PLAIT_ERR_INVALID_CONFIG naming the keys and where they were set. */
 plait_status plait_check_key_rules(const plait_config *cfg);
 

@@ -1,11 +1,19 @@
 /* The run's training and validation data (core/train/data.h). */
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "train/data.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_data_open(plait_run *run) {
-    return plait_data_open_config(run->cfg, &run->data);
+    plait_status st = plait_data_open_config(run->cfg, &run->data);
+    /* a blend's shares and sizes, once for the job: a dataset much smaller
+     * than its share repeats often, which the user should see */
+    for (int k = 0; st == PLAIT_OK && run->world.mesh.world_rank == 0 && k < plait_data_sets(run->data); k++)
+        PLAIT_INFO("data", "blend: dataset %d of %d: %.1f%% of the sequences, %lld training tokens", k + 1,
+                   plait_data_sets(run->data), 100.0 * plait_data_set_share(run->data, k),
+                   (long long)plait_data_set_tokens(run->data, k));
+    return st;
 }
 
 void plait_run_data_close(plait_run *run) {

@@ -2,7 +2,9 @@
  * Fuzz target for the configuration parser: the input is INI text; every
  * line is also tried as a command-line override. Whatever the bytes, the
  * parser must return a status with a message and never crash, leak or read
- * out of bounds (run under ASan/UBSan).
+ * out of bounds (run under ASan/UBSan). A configuration that finalizes has
+ * the lists its keys hold parsed too: [data] weights against path's
+ * patterns.
  *
  * Built two ways: with clang -fsanitize=fuzzer as `fuzz_config` (PLAIT_FUZZ=ON),
  * and linked with replay_main.c as the ctest `test_fuzz_config_corpus`, which
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "train/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,6 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (plait_config_finalize(cfg, env) == PLAIT_OK) {
             char *fp = plait_config_fingerprint(cfg);
             free(fp);
+            double weights[PLAIT_DATA_MAX_SETS];
+            int sets = 0;
+            (void)plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &sets);
         }
     }
     plait_config_free(cfg);

@@ -371,6 +371,133 @@ static void test_bundled_corpus(void **state) {
     plait_config_free(cfg);
 }
 
+/* A text file of n bytes cycling through `alphabet`. */
+static void make_cycle(const char *path, size_t n, const char *alphabet) {
+    unsigned char *buf = malloc(n);
+    size_t m = strlen(alphabet);
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)alphabet[(i * 7 + i / 13) % m];
+    write_bytes(path, buf, n);
+    free(buf);
+}
+
+/* A blend of two datasets, letters (two files) and digits (one), read
+ * with the weights given. */
+static plait_status open_blend(double wa, double wb, size_t digits, double val, plait_data **d) {
+    char a1[PATH_MAX], a2[PATH_MAX], b[PATH_MAX];
+    snprintf(a1, sizeof a1, "%s/letters-1.txt", scratch);
+    snprintf(a2, sizeof a2, "%s/letters-2.txt", scratch);
+    snprintf(b, sizeof b, "%s/digits-%zu.txt", scratch, digits);
+    make_cycle(a1, 3000, "abcdefghijklmnopqrstuvwxyz");
+    make_cycle(a2, 2000, "abcdefghijklmnopqrstuvwxyz");
+    make_cycle(b, digits, "0123456789");
+    const char *paths[] = {a1, a2, b};
+    const int set_files[] = {2, 1};
+    const double weights[] = {wa, wb};
+    plait_data_options o = {.paths = paths,
+                            .n_paths = 3,
+                            .val_fraction = val,
+                            .vocab_size = 256,
+                            .seq_len = 16,
+                            .seed = 7,
+                            .n_sets = 2,
+                            .set_files = set_files,
+                            .weights = weights};
+    return plait_data_open(&o, d);
+}
+
+/* Which dataset a sequence came from: 0 letters, 1 digits, -1 both (a
+ * sequence that ran from one into the other). */
+static int dataset_of(const int32_t *tok, const int32_t *tgt, int T) {
+    int letters = 0, digits = 0;
+    for (int t = 0; t < T; t++) {
+        letters += tok[t] >= 'a' && tok[t] <= 'z';
+        digits += tok[t] >= '0' && tok[t] <= '9';
+    }
+    letters += tgt[T - 1] >= 'a' && tgt[T - 1] <= 'z';
+    digits += tgt[T - 1] >= '0' && tgt[T - 1] <= '9';
+    return letters == T + 1 ? 0 : digits == T + 1 ? 1 : -1;
+}
+
+/* A weighted blend: each sequence inside one dataset, the datasets drawn
+ * in the weights' proportion, a dataset of weight 0 never read, the same
+ * sequences whatever the micro-batch size, the stream's CRC following the
+ * weights, a dataset too short for a sequence refused. */
+static void test_blend(void **state) {
+    (void)state;
+    enum { T = 16, B = 8, STEPS = 500 };
+    plait_data *d;
+    assert_int_equal(open_blend(3, 1, 4000, 0, &d), PLAIT_OK);
+    assert_int_equal(plait_data_sets(d), 2);
+    assert_true(plait_data_set_share(d, 0) == 0.75 && plait_data_set_tokens(d, 0) == 5000);
+    assert_true(plait_data_set_share(d, 1) == 0.25 && plait_data_set_tokens(d, 1) == 4000);
+    int32_t tok[B * T], tgt[B * T], one[T], one_tgt[T];
+    int count[2] = {0, 0};
+    for (int s = 0; s < STEPS; s++) {
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, s, 0, B, T, tok, tgt), PLAIT_OK);
+        for (int r = 0; r < B; r++) {
+            int k = dataset_of(tok + r * T, tgt + r * T, T);
+            if (k < 0) fail_msg("step %d row %d mixes the datasets", s, r);
+            count[k]++;
+            /* the same sequence read in micro-batches of 1 */
+            assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, s, r, 1, T, one, one_tgt), PLAIT_OK);
+            assert_memory_equal(one, tok + r * T, sizeof one);
+        }
+    }
+    /* 4,000 draws at 3:1: 3,000 expected letters, the binomial's sd 27 */
+    if (count[0] < 2850 || count[0] > 3150) fail_msg("letters drawn %d times of 4000 at weight 3:1", count[0]);
+    const uint32_t crc31 = plait_data_train_crc32c(d);
+    plait_data_close(d);
+
+    assert_int_equal(open_blend(0, 1, 4000, 0, &d), PLAIT_OK);
+    for (int s = 0; s < 50; s++) {
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, s, 0, B, T, tok, tgt), PLAIT_OK);
+        for (int r = 0; r < B; r++) assert_int_equal(dataset_of(tok + r * T, tgt + r * T, T), 1);
+    }
+    assert_true(plait_data_train_crc32c(d) != crc31);
+    plait_data_close(d);
+    assert_int_equal(open_blend(1, 0, 10, 0, &d), PLAIT_OK); /* too short, but never read */
+    plait_data_close(d);
+
+    assert_int_equal(open_blend(1, 1, 10, 0, &d), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("[data] weights: dataset 2 (");
+    assert_error_contains("has weight 1 but 10 training tokens, fewer than [model] block_size + 1 = 17");
+    /* the validation tail comes out of the last dataset */
+    assert_int_equal(open_blend(1, 1, 500, 0.1, &d), PLAIT_ERR_INVALID_CONFIG); /* 550 held out */
+    assert_error_contains("the validation split took its tail");
+}
+
+/* [data] weights against [data] path's patterns. */
+static void test_blend_config(void **state) {
+    (void)state;
+    static const struct {
+        const char *ini, *want;
+    } bad[] = {
+        {"[data]\npath = a.bin, b/*.bin\nweights = 1\n",
+         "gives 1 weight for 2 patterns of [data] path = a.bin, b/*.bin"},
+        {"[data]\npath = a.bin b.bin\nweights = 0.5, x\n", "'x' is not a number >= 0"},
+        {"[data]\npath = a.bin b.bin\nweights = 0.5, -1\n", "'-1' is not a number >= 0"},
+        {"[data]\npath = a.bin b.bin\nweights = 0 0\n", "every weight is 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        plait_config *cfg = config_from(bad[i].ini);
+        int n = -1;
+        assert_int_equal(plait_data_check_weights(cfg, NULL, 0, &n), PLAIT_ERR_INVALID_CONFIG);
+        assert_error_contains(bad[i].want);
+        plait_config_free(cfg);
+    }
+    plait_config *cfg = config_from("[data]\npath = a.bin,\tb/*.bin c.bin\nweights = 0.5, 0.25 0.25\n");
+    double w[3];
+    int n = 0;
+    assert_int_equal(plait_data_check_weights(cfg, w, 3, &n), PLAIT_OK);
+    assert_int_equal(n, 3);
+    assert_true(w[0] == 0.5 && w[1] == 0.25 && w[2] == 0.25);
+    plait_config_free(cfg);
+    cfg = config_from("[data]\npath = a.bin b.bin\n");
+    assert_int_equal(plait_data_check_weights(cfg, w, 3, &n), PLAIT_OK);
+    assert_int_equal(n, 0); /* no blend */
+    plait_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_are_deterministic),
@@ -381,6 +508,8 @@ int main(void) {
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_formats_recognised),
         cmocka_unit_test(test_bundled_corpus),
+        cmocka_unit_test(test_blend),
+        cmocka_unit_test(test_blend_config),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
