@@ -1,4 +1,4 @@
-/* plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+/* plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
  *              [--tokenizer DIR] [--config FILE] [device.* / run.* overrides] */
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,8 +20,8 @@ static int bad(const char *fmt, ...) {
 }
 
 static int known_option(const char *a) {
-    static const char *const options[] = {"--prompt", "--tokens",    "--temperature", "--top-k",
-                                          "--seed",   "--tokenizer", "--config"};
+    static const char *const options[] = {"--prompt", "--tokens", "--temperature", "--top-k",
+                                          "--top-p",  "--seed",   "--tokenizer",   "--config"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         if (!strcmp(a, options[i])) return 1;
     return 0;
@@ -76,6 +76,10 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
             long k = strtol(v, &end, 10);
             if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) .. %d", v, 1 << 30);
             o->top_k = (int32_t)k;
+        } else if (!strcmp(a, "--top-p")) {
+            o->top_p = strtod(v, &end);
+            if (!*v || *end || !(o->top_p > 0 && o->top_p <= 1))
+                return bad("--top-p %s: must be above 0 and at most 1 (1 = every token)", v);
         } else if (!strcmp(a, "--seed")) {
             o->seed = strtoull(v, &end, 10);
             if (!*v || *end || v[0] == '-') return bad("--seed %s: must be an integer >= 0", v);
@@ -88,7 +92,7 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
 
 static int cmd_sample(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
-    plait_sample_options o = {.prompt = NULL, .tokens = 200, .temperature = 0.8, .top_k = 0, .seed = 1};
+    plait_sample_options o = {.prompt = NULL, .tokens = 200, .temperature = 0.8, .top_k = 0, .top_p = 1, .seed = 1};
     char **over = calloc((size_t)argc + 1, sizeof *over);
     if (!over) return bad("out of memory");
     int rc = sample_args(argc, argv, &o, over);
@@ -101,8 +105,8 @@ static int cmd_sample(int argc, char **argv, const plait_cli_job_opts *job) {
 }
 const plait_command plait_cmd_sample = {
     "sample", "generate text from a checkpoint",
-    "usage: plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                    [--tokenizer DIR] [--config FILE] [section.key=value ...]\n\n"
+    "usage: plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                    [--seed S] [--tokenizer DIR] [--config FILE] [section.key=value ...]\n\n"
     "CHECKPOINT is a checkpoint directory (runs/NAME/ckpt-<step>) or a run directory (its latest\n"
     "complete checkpoint). The model is rebuilt from the checkpoint alone, on one process; where it\n"
     "computes is chosen as for plait train: [device] plugin and ordinal, [run] precision, from\n"
@@ -120,6 +124,8 @@ const plait_command plait_cmd_sample = {
     "  --tokens N           tokens to generate (default 200)\n"
     "  --temperature T      softmax temperature (default 0.8); 0 = greedy (argmax) decoding\n"
     "  --top-k K            sample among the K most likely tokens only (default 0 = all)\n"
+    "  --top-p P            then among the most likely tokens holding the share P of the probability\n"
+    "                       (nucleus sampling, 0 < P <= 1; default 1 = all)\n"
     "  --seed S             sampling seed (default 1): same seed, same text\n"
     "  --config FILE        the run's config: its [device] and [run] choose the device and precision\n"
     "  section.key=value    [device] or [run] settings, e.g. device.plugin=cuda run.precision=bf16\n",

@@ -91,7 +91,33 @@ static double next_uniform(uint64_t *s) {
     return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static int32_t pick(const float *logits, int32_t V, double temperature, int32_t top_k, uint64_t *rng, double *p) {
+static int by_mass(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Nucleus sampling: keep the most likely tokens whose mass first reaches
+ * top_p of `sum` (every token as likely as the last one kept, too), zero
+ * the rest; the new sum. `sorted` holds V doubles. */
+static double nucleus(double *p, int32_t V, double sum, double top_p, double *sorted) {
+    memcpy(sorted, p, sizeof(double) * (size_t)V);
+    qsort(sorted, (size_t)V, sizeof(double), by_mass);
+    double mass = 0, cut = sorted[0];
+    for (int32_t i = 0; i < V && sorted[i] > 0; i++) {
+        mass += sorted[i];
+        cut = sorted[i];
+        if (mass >= top_p * sum) break;
+    }
+    double kept = 0;
+    for (int32_t v = 0; v < V; v++) {
+        if (p[v] < cut) p[v] = 0;
+        kept += p[v];
+    }
+    return kept;
+}
+
+static int32_t pick(const float *logits, int32_t V, double temperature, int32_t top_k, double top_p, uint64_t *rng,
+                    double *p) {
     int32_t best = 0;
     for (int32_t v = 1; v < V; v++)
         if (logits[v] > logits[best]) best = v;
@@ -118,6 +144,11 @@ static int32_t pick(const float *logits, int32_t V, double temperature, int32_t 
     for (int32_t v = 0; v < V; v++) {
         p[v] = logits[v] >= threshold ? exp(((double)logits[v] - logits[best]) / temperature) : 0;
         sum += p[v];
+    }
+    if (top_p < 1) {
+        double *sorted = malloc(sizeof(double) * (size_t)V);
+        if (sorted) sum = nucleus(p, V, sum, top_p, sorted);
+        free(sorted);
     }
     double u = next_uniform(rng) * sum;
     for (int32_t v = 0; v < V; v++) {
@@ -320,7 +351,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
                  plait_config_str(dev_cfg, "device", "plugin"));
         if (st == PLAIT_OK) st = plait_process_state_refuse(&set_up, subject, "");
         if (st != PLAIT_OK) break;
-        int32_t next = pick(row, V_pick, o->temperature, o->top_k, &rng, probs);
+        int32_t next = pick(row, V_pick, o->temperature, o->top_k, o->top_p, &rng, probs);
         ctx[n++] = next;
         write_token(tok, V, next, out, tty);
         fflush(out);

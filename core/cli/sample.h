@@ -1,7 +1,7 @@
 /*
  * Text generation from a checkpoint (`plait sample`): rebuilds the model from
  * the [model] keys stored in the checkpoint, loads its weights on one process
- * and samples tokens one at a time (temperature, top-k, seed; temperature 0
+ * and samples tokens one at a time (temperature, top-k, top-p, seed; temperature 0
  * is greedy argmax decoding). Each new token runs the model over the last
  * block_size tokens of the context (no key/value cache: the models plait
  * trains here are small enough that this costs milliseconds).
@@ -30,6 +30,8 @@ typedef struct plait_sample_options {
     int64_t tokens;          /* how many to generate */
     double temperature;      /* 0 = argmax */
     int32_t top_k;           /* 0 = all */
+    double top_p;            /* nucleus: the most likely tokens holding this share of the mass, after
+                                top_k (0 < top_p <= 1; 1 = all) */
     uint64_t seed;
     /* Where and how it computes, as `plait train` chooses: the run's config
      * file (NULL = none), then PLAIT_* variables, then the overrides

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `plait sample` on a briefly trained tiny model: greedy decoding
-# (--temperature 0) ignores the seed and continues the prompt; --top-k 1 is
-# greedy at any temperature; no --prompt is the default prompt, said on
+# (--temperature 0) ignores the seed and continues the prompt; --top-k 1
+# and --top-p near 0 are greedy at any temperature, --top-p 1 changes
+# nothing and 0.5 does; no --prompt is the default prompt, said on
 # stderr; sampling is repeatable by seed and varies with it; on a terminal
 # control characters are shown as \xNN. Bad options exit 2 naming the option; a checkpoint with a corrupted
 # model file is refused, naming the file; a run directory whose checkpoints
@@ -45,6 +46,16 @@ grep -qF '\x1b' "$E2E_WORK/tty-decode" || fail "tokenizer decode sent ESC to a t
 
 sample topk1 "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 0.8 --top-k 1 --seed 5
 cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/topk1" || fail "--top-k 1 differs from greedy decoding"
+# nucleus sampling: a share so small that it keeps the likeliest token alone
+# is greedy; the whole mass (1) changes nothing; a share between draws
+# from fewer tokens than all (another text than all tokens' with the seed)
+sample topp0 "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 0.8 --top-p 1e-9 --seed 5
+cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/topp0" || fail "--top-p 1e-9 differs from greedy decoding"
+sample topp1 "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 1 --top-p 1 --seed 7
+sample topp_all "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 1 --seed 7
+cmp -s "$E2E_WORK/topp1" "$E2E_WORK/topp_all" || fail "--top-p 1 changed the text"
+sample topp_half "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 1 --top-p 0.5 --seed 7
+cmp -s "$E2E_WORK/topp_half" "$E2E_WORK/topp_all" && fail "--top-p 0.5 sampled the text of every token"
 
 # no --prompt: the documented default, named on stderr; the same as giving it
 sample noprompt "$RUN" --tokens $N --temperature 0
