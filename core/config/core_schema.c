@@ -27,7 +27,7 @@ static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", "linear", "wsd", "inverse_sqrt", NULL};
-static const char *const decay_style_choices[] = {"linear", "cosine", "sqrt", NULL};
+static const char *const decay_style_choices[] = {"linear", "cosine", "sqrt", "exponential", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
@@ -266,7 +266,8 @@ static const plait_key_decl optim_keys[] = {
         "lr_schedule = wsd: the steps of the final decay, which ends at lr_decay_steps (needed: 1 up to the steps "
         "after warmup)"),
     KEY("lr_wsd_decay_style", E, "linear", 1, 0, decay_style_choices, SAME,
-        "lr_schedule = wsd: the final decay's shape over its share p: linear (1 - p), cosine, or sqrt (1 - sqrt(p))"),
+        "lr_schedule = wsd: the final decay's shape over its share p: linear (1 - p), cosine, sqrt (1 - sqrt(p)), "
+        "or exponential (2 * 0.5^p - 1)"),
     KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
     KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
     KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every [optim] lr_schedule trains with the rates of its formula
 # (plait/optim_util.h), as each step's metrics.csv row reports them: warmup,
-# then cosine, linear, constant, wsd in its three shapes (stable at lr, then
+# then cosine, linear, constant, wsd in its four shapes (stable at lr, then
 # down to min_lr over its last steps) and the inverse square root, with
 # adam and with zero1 at dp 2 (a ZeRO plugin steps through the same
 # helper). The formulas are computed here again in awk, independently, and
@@ -26,6 +26,7 @@ expected() { # schedule style: the rate of steps 0..STEPS-1, one a line
           c = (1 + cos(pi * p)) / 2
           if (sch == "linear" || (sch == "wsd" && sty == "linear")) c = 1 - p
           if (sch == "wsd" && sty == "sqrt") c = 1 - sqrt(p)
+          if (sch == "wsd" && sty == "exponential") c = 2 * exp(p * log(0.5)) - 1
           r = m + c * (lr - m)
         }
       }
@@ -54,6 +55,7 @@ check constant constant linear
 check wsd-linear wsd linear
 check wsd-cosine wsd cosine
 check wsd-sqrt wsd sqrt
+check wsd-exponential wsd exponential
 check inverse-sqrt inverse_sqrt linear
 check wsd-zero1 wsd sqrt -n 2 optim.plugin=zero1 parallel.dp=2
 # wsd holds lr from the warmup's end to its decay's start

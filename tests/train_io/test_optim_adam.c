@@ -261,6 +261,10 @@ static void test_lr_schedule_decays(void **state) {
     hp.wsd_shape = PLAIT_LR_DECAY_SQRT;
     NEAR(7, 1e-3 + 0.5 * 9e-3); /* 1 - sqrt(1/4) */
     NEAR(8, 1e-3 + (1.0 - sqrt(0.5)) * 9e-3);
+    hp.wsd_shape = PLAIT_LR_DECAY_EXPONENTIAL;
+    NEAR(8, 1e-3 + (2.0 * sqrt(0.5) - 1.0) * 9e-3);
+    NEAR(6, 1e-2);
+    assert_true(plait_optim_lr_at(&hp, 10) == 1e-3);
     hp.wsd_shape = PLAIT_LR_DECAY_LINEAR;
     hp.wsd_decay_steps = 50; /* longer than after warmup: the decay starts there */
     NEAR(6, 1e-3 + 0.5 * 9e-3);

@@ -24,7 +24,8 @@
  *           lr_wsd_decay_steps; S = W where K reaches into the warmup),
  *           then m + (lr - m) * f(p) with p = (s - S) / (D - S) for
  *           S <= s <= D, f by [optim] lr_wsd_decay_style: linear 1 - p,
- *           cosine (1 + cos(pi * p)) / 2, sqrt 1 - sqrt(p); s > D: m
+ *           cosine (1 + cos(pi * p)) / 2, sqrt 1 - sqrt(p), exponential
+ *           2 * 0.5^p - 1 (Megatron-LM's); s > D: m
  *   inverse_sqrt (ABI 1.36)  s >= W:  max(m, lr * sqrt(max(W, 1) / max(s, 1)))
  *           (D plays no part)
  * where W = [optim] warmup_steps and D = [optim] lr_decay_steps, or
@@ -90,7 +91,8 @@ typedef enum plait_lr_schedule {
 typedef enum plait_lr_decay_shape {
     PLAIT_LR_DECAY_LINEAR = 0,
     PLAIT_LR_DECAY_COSINE = 1,
-    PLAIT_LR_DECAY_SQRT = 2 /* 1 - sqrt(p) */
+    PLAIT_LR_DECAY_SQRT = 2,       /* 1 - sqrt(p) */
+    PLAIT_LR_DECAY_EXPONENTIAL = 3 /* 2 * 0.5^p - 1 */
 } plait_lr_decay_shape;
 
 /* The Adam-family keys of [optim] (declared by the core for every optimizer). */
@@ -142,9 +144,10 @@ static inline plait_status plait_optim_read_hparams(const plait_host *host, cons
     if ((st = host->config_get(cfg, "optim", "lr_wsd_decay_steps", &v)) != PLAIT_OK) return st;
     out->wsd_decay_steps = v.i;
     if ((st = host->config_get(cfg, "optim", "lr_wsd_decay_style", &v)) != PLAIT_OK) return st;
-    out->wsd_shape = !v.s || strcmp(v.s, "linear") == 0 ? PLAIT_LR_DECAY_LINEAR
-                     : strcmp(v.s, "cosine") == 0       ? PLAIT_LR_DECAY_COSINE
-                                                        : PLAIT_LR_DECAY_SQRT;
+    static const char *const shapes[] = {"linear", "cosine", "sqrt", "exponential"};
+    out->wsd_shape = PLAIT_LR_DECAY_LINEAR;
+    for (int i = 0; v.s && i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        if (strcmp(v.s, shapes[i]) == 0) out->wsd_shape = (plait_lr_decay_shape)i;
     return PLAIT_OK;
 }
 
@@ -171,6 +174,8 @@ static inline double plait_optim_lr_at(const plait_optim_hparams *hp, int64_t st
     if (hp->schedule == PLAIT_LR_LINEAR || (hp->schedule == PLAIT_LR_WSD && hp->wsd_shape == PLAIT_LR_DECAY_LINEAR))
         coeff = 1.0 - ratio;
     else if (hp->schedule == PLAIT_LR_WSD && hp->wsd_shape == PLAIT_LR_DECAY_SQRT) coeff = 1.0 - sqrt(ratio);
+    else if (hp->schedule == PLAIT_LR_WSD && hp->wsd_shape == PLAIT_LR_DECAY_EXPONENTIAL)
+        coeff = 2.0 * pow(0.5, ratio) - 1.0;
     return hp->min_lr + coeff * (hp->lr - hp->min_lr);
 }
 
