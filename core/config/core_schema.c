@@ -90,6 +90,9 @@ static const plait_key_decl run_keys[] = {
         "refuse, before any rank starts, a layout whose memory (plait plan's prediction per rank) exceeds "
         "what this host's ranks have, naming what would fit, and (before step 1) an elastic job's replicas a "
         "host cannot hold; false = start it anyway"),
+    KEY("tensorboard", B, "false", 1, 0, NULL, 0,
+        "also write each metrics.csv row as TensorBoard scalars, into <out_dir>/tensorboard (a new event file "
+        "each start: tensorboard --logdir <out_dir>)"),
     KEY("trace", S, "", 1, 0, NULL, SAME,
         "record a timeline of these steps on every rank: N or FIRST:LAST (from 1), merged into "
         "<out_dir>/trace.json for Perfetto (docs/trace.md); empty = off"),

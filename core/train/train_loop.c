@@ -34,6 +34,7 @@
 #include "train/run_internal.h"
 #include "train/run_replica.h"
 #include "train/run_trace.h"
+#include "train/tfevents.h"
 #include "runtime/trace.h"
 #include "runtime/trace_nvtx.h"
 
@@ -261,6 +262,7 @@ typedef struct train_loop {
     int lock_fd;             /* rank 0's hold on out_dir (train/out_dir_lock.h), -1 on the others */
     int rank;                /* world rank */
     plait_metrics metrics;   /* rank 0 */
+    plait_tfevents tb;       /* rank 0, [run] tensorboard (file NULL without) */
     plait_progress progress; /* rank 0 */
     layer_watch watch;       /* rank 0's step executor hook */
     int64_t tokens_per_step;
@@ -314,16 +316,21 @@ static void warn_restart(const plait_run *run, const char *resumed) {
     }
 }
 
-/* Rank 0's reports opened: metrics.csv; the files the run writes later
- * (memory.csv at its end, its checkpoints) checked now, not after the whole
- * run; the progress line, the run's summary, why it restarted, and the peak
- * its MFU is measured against. */
+/* Rank 0's reports opened: metrics.csv and, with [run] tensorboard, an
+ * event file; the files the run writes later (memory.csv at its end, its
+ * checkpoints) checked now, not after the whole run; the progress line,
+ * the run's summary, why it restarted, and the peak its MFU is measured
+ * against. */
 static plait_status open_reports(train_loop *t) {
     plait_run *run = t->run;
     const char *resumed = run->resumed_from[0] ? run->resumed_from : NULL;
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.csv", t->out_dir);
-    plait_status st = plait_metrics_open(&t->metrics, path, resumed != NULL, run->step);
+    /* the event folder first: one in the way stops the run before it
+     * writes anything */
+    plait_status st = PLAIT_OK;
+    if (plait_config_bool(t->cfg, "run", "tensorboard")) st = plait_tfevents_open(&t->tb, t->out_dir);
+    if (st == PLAIT_OK) st = plait_metrics_open(&t->metrics, path, resumed != NULL, run->step);
     /* memory.csv is written when the run ends: a file in its place that
      * plait would refuse to write over is refused now, not after the
      * whole run (and after every restart of it) */
@@ -490,7 +497,9 @@ static plait_status report(train_loop *t, const plait_step_result *res) {
     plait_metrics_set_named(&t->metrics, "mfu",
                             plait_mfu_text(tps * plait_run_flops_per_token(run), t->progress.peak_flops, mfu_text,
                                            sizeof mfu_text));
-    return plait_metrics_row(&t->metrics);
+    /* the row's values before the row clears them */
+    plait_status st = plait_tfevents_scalars(&t->tb, done, 0, t->metrics.n, t->metrics.names, t->metrics.values);
+    return st == PLAIT_OK ? plait_metrics_row(&t->metrics) : st;
 }
 
 /* After a step, regroup: an elastic job with a host waiting to join stops
@@ -527,6 +536,7 @@ static plait_status finish(train_loop *t, plait_status st) {
     if (t->rank != 0) return st;
     plait_progress_finish(&t->progress);
     plait_metrics_close(&t->metrics);
+    plait_tfevents_close(&t->tb);
     if (st == PLAIT_OK && t->opts->regrouped && *t->opts->regrouped) {
         printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
                (long long)run->steps);
