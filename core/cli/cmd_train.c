@@ -1,4 +1,4 @@
-/* plait train CONFIG [section.key=value ...] [--resume] [--progress MODE] */
+/* plait train CONFIG [section.key=value ...] [--resume] [--eval-only] [--progress MODE] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,9 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--resume") == 0) {
             opts.resume = PLAIT_RESUME_REQUIRED;
+        } else if (strcmp(argv[i], "--eval-only") == 0) {
+            opts.eval_only = 1;
+            if (opts.resume != PLAIT_RESUME_REQUIRED) opts.resume = PLAIT_RESUME_IF_ANY;
         } else if (strcmp(argv[i], "--progress") == 0 && i + 1 < argc) {
             progress = argv[++i];
         } else if (argv[i][0] == '-') {
@@ -97,7 +100,7 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
 
 const plait_command plait_cmd_train = {
     "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
-    "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n"
+    "usage: plait train CONFIG [section.key=value ...] [--resume] [--eval-only] [--progress auto|tty|plain|off]\n"
     "                   [--max-restarts K] [--nnodes N --node-rank K | --nnodes MIN:MAX]\n\n"
     "Trains the model CONFIG describes. A layout of dp x tp x pp > 1 ranks starts that many local\n"
     "ranks over the comm plugin (TCP by default); under mpirun, srun or a torchrun-style environment\n"
@@ -106,6 +109,10 @@ const plait_command plait_cmd_train = {
     "<out_dir>/ckpt-<step>/ (every [run] ckpt_every steps and at the end).\n\n"
     "  --resume       continue from the latest complete checkpoint in out_dir (it must exist);\n"
     "                 any layout resumes any other layout's checkpoint\n"
+    "  --eval-only    no training: the validation loss and perplexity of the state the run starts\n"
+    "                 from (its latest checkpoint, [run] init_from, or the initialisation) over\n"
+    "                 [run] eval_batches micro-batches of the validation split ([data] val_path,\n"
+    "                 or the tail by val_fraction); nothing is saved\n"
     "  --progress M   progress display (step, loss, lr, tokens/s, MFU, ETA): auto (in place on a\n"
     "                 terminal), tty, plain, off; MFU is against [run] mfu_peak GFLOP/s, or an\n"
     "                 SGEMM peak measured at start when that is 0\n"

@@ -50,7 +50,7 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
     *dir = NULL;
     const char *policy = plait_config_str(cfg, "run", "resume");
     int must = mode == PLAIT_RESUME_REQUIRED || strcmp(policy, "yes") == 0;
-    int may = must || strcmp(policy, "auto") == 0;
+    int may = must || mode == PLAIT_RESUME_IF_ANY || strcmp(policy, "auto") == 0;
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open_latest(out_dir, &ck);
     if (st != PLAIT_OK) return st;

@@ -540,6 +540,8 @@ static plait_status finish(train_loop *t, plait_status st) {
     if (st == PLAIT_OK && t->opts->regrouped && *t->opts->regrouped) {
         printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
                (long long)run->steps);
+    } else if (t->opts->eval_only) {
+        /* said by eval_only */
     } else if (st == PLAIT_OK && trained) {
         plait_run_print_bubble(run);
         printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
@@ -552,8 +554,29 @@ static plait_status finish(train_loop *t, plait_status st) {
     return st;
 }
 
+/* --eval-only: the validation loss of the state the run started from, said
+ * by rank 0 with its perplexity and what it covered. */
+static plait_status eval_only(train_loop *t) {
+    if (!t->has_val)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "plait train --eval-only: the data has no validation split ([data] val_path is empty "
+                               "and val_fraction = 0); name the data to evaluate in [data] val_path, or hold out a "
+                               "share of path with val_fraction > 0");
+    plait_run *run = t->run;
+    double loss = 0;
+    plait_status st = plait_run_eval(run, &loss);
+    const int64_t per_pass = run->exec.n_micro_batches, batches = plait_config_int(t->cfg, "run", "eval_batches");
+    const int64_t sequences = (batches + per_pass - 1) / per_pass * run->work.batch.global_batch;
+    if (st == PLAIT_OK && t->rank == 0)
+        printf("eval: step %lld: validation loss %.4f, perplexity %.2f, over %lld sequences of %d tokens "
+               "([run] eval_batches = %lld micro-batches)\n",
+               (long long)run->step, loss, exp(loss), (long long)sequences, run->model.block_size, (long long)batches);
+    return st;
+}
+
 /* The run itself, in `out_dir` (created; locked by rank 0): each step, then
- * its after-step actions in order, until the last step or a regroup. */
+ * its after-step actions in order, until the last step or a regroup; or,
+ * with --eval-only, one evaluation. */
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir, int log_rank,
                              int lock_fd) {
     train_loop t = {.cfg = cfg, .opts = opts, .out_dir = out_dir, .lock_fd = lock_fd};
@@ -563,6 +586,10 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     t.rank = run->world.mesh.world_rank;
     if (t.rank != log_rank) (void)open_rank_log(out_dir, t.rank);
     st = start(&t);
+    if (st == PLAIT_OK && opts->eval_only) {
+        st = eval_only(&t);
+        t.stop = 1;
+    }
     while (st == PLAIT_OK && !t.stop && run->step < run->steps) {
         plait_step_result res;
         st = take_step(&t, &res);

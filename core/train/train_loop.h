@@ -12,7 +12,9 @@
 
 typedef enum {
     PLAIT_RESUME_FROM_CONFIG = 0, /* [run] resume decides */
-    PLAIT_RESUME_REQUIRED = 1     /* --resume: a complete checkpoint must exist */
+    PLAIT_RESUME_REQUIRED = 1,    /* --resume: a complete checkpoint must exist */
+    PLAIT_RESUME_IF_ANY = 2       /* --eval-only: the latest complete checkpoint where there is one, whatever
+                                     [run] resume says */
 } plait_resume_mode;
 
 typedef struct plait_train_options {
@@ -20,6 +22,9 @@ typedef struct plait_train_options {
     const char *progress;   /* override of [run] progress, or NULL */
     int *regrouped;         /* NULL, or set to 1 when an elastic job's ranks stopped at a boundary so that a
                                waiting host can join (the command then exits PLAIT_RESTART_REGROUP_EXIT) */
+    int eval_only;          /* --eval-only: the validation loss of the state the run starts from (its
+                               checkpoint, [run] init_from or the initialisation), once; nothing trained or
+                               saved (Megatron-LM's --skip-train) */
 } plait_train_options;
 
 /* Train as this rank of the job (collective over the world). */
