@@ -112,13 +112,21 @@ static plait_status check_lr(const plait_config *cfg) {
     }
     if (k >= 1 && k <= d - w) return PLAIT_OK;
     const char *where = "";
+    if (d - w < 1) {
+        plait_config_origin(cfg, "optim", "lr_schedule", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] lr_schedule = wsd: its decay ends at step %lld (%s), not after the warmup "
+                               "(warmup_steps = %lld), so no step is left for it; raise the decay's end above the "
+                               "warmup",
+                               where, (long long)d, d_key, (long long)w);
+    }
     plait_config_origin(cfg, "optim", k >= 1 ? "lr_wsd_decay_steps" : "lr_schedule", &where);
     if (k < 1)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "%s: [optim] lr_schedule = wsd needs lr_wsd_decay_steps, the steps of its final "
                                "decay to min_lr (1 to %lld here: %s = %lld less warmup_steps = %lld; runs commonly "
                                "decay over the last 10-20%%)",
-                               where, (long long)(d - w > 1 ? d - w : 1), d_key, (long long)d, (long long)w);
+                               where, (long long)(d - w), d_key, (long long)d, (long long)w);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "%s: [optim] lr_wsd_decay_steps = %lld is longer than the steps between the warmup and the "
                            "decay's end (%s = %lld less warmup_steps = %lld: %lld); set it at most that, or raise "

@@ -334,6 +334,7 @@ grad_accum = bf16 with [run] deterministic = true and 4 micro-batches a step|con
 [optim] min_lr = 0.0001 (its default) is above lr = 0: the linear schedule decays from lr to min_lr|config check $CFG optim.lr=0 optim.lr_schedule=linear
 [optim] lr_schedule = wsd needs lr_wsd_decay_steps, the steps of its final decay to min_lr (1 to 15 here: [run] steps (lr_decay_steps = 0) = 20 less warmup_steps = 5|config check $CFG optim.lr_schedule=wsd run.steps=20 optim.warmup_steps=5
 [optim] lr_wsd_decay_steps = 9 is longer than the steps between the warmup and the decay's end ([optim] lr_decay_steps = 12 less warmup_steps = 5: 7)|train $CFG optim.lr_schedule=wsd optim.lr_wsd_decay_steps=9 optim.lr_decay_steps=12 optim.warmup_steps=5 run.out_dir=$W5/wsd
+[optim] lr_schedule = wsd: its decay ends at step 5 ([optim] lr_decay_steps), not after the warmup (warmup_steps = 5)|config check $CFG optim.lr_schedule=wsd optim.lr_wsd_decay_steps=2 optim.lr_decay_steps=5 optim.warmup_steps=5
 value 'exp' is not allowed (one of: linear, cosine, sqrt, exponential)|config check $CFG optim.lr_schedule=wsd optim.lr_wsd_decay_style=exp
 virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.virtual_stages=2
 schedule = interleaved needs virtual_stages >= 2|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
