@@ -61,6 +61,10 @@ static const plait_key_decl run_keys[] = {
         "plait/nanoGPT format; for arch llama, a Hugging Face Llama directory (config.json checked "
         "against [model]; sharded too) or a plait llama checkpoint; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
+    KEY("exit_after_minutes", F, "0", 0, 1e9, NULL, SAME,
+        "stop once this much wall time has passed since the run started: after the step that passes it, with a "
+        "checkpoint of that step, exiting 0, so that a job under a time limit is resubmitted and continues with "
+        "--resume (Megatron-LM's --exit-duration-in-mins); 0 = never"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("ckpt_format", E, "gathered", 1, 0, ckpt_format_choices, SAME,
         "how a checkpoint is written: gathered = full tensors, gathered to world rank 0 and written by it "

@@ -274,7 +274,9 @@ typedef struct train_loop {
     double loss, val_loss; /* the last step's; val_loss -1 when it was not evaluated */
     int boundary;          /* the last step saved a checkpoint or a replica */
     int evaluated;         /* the last step was evaluated */
-    int stop;              /* stopping early so that a waiting host joins the next round */
+    int stop;              /* stopping early so that a waiting host joins the next round, or at
+                            * [run] exit_after_minutes */
+    int time_up;           /* [run] exit_after_minutes has passed: this step saves, then the run stops */
 } train_loop;
 
 /* The run opened: from the replicas in the launchers' memory on an elastic
@@ -430,7 +432,7 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
  * steps and at the last. */
 static plait_status save(train_loop *t) {
     int64_t done = t->run->step;
-    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps)) return PLAIT_OK;
+    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->time_up)) return PLAIT_OK;
     uint64_t span0 = plait_trace_begin();
     int nvtx = plait_trace_range_push("checkpoint");
     plait_status st = plait_run_save(t->run, t->out_dir);
@@ -441,6 +443,18 @@ static plait_status save(train_loop *t) {
     if (st != PLAIT_OK && t->rank == 0 && plait_out_dir_check(t->out_dir, t->lock_fd) != PLAIT_OK)
         st = PLAIT_ERR_SYSTEM;
     if (st == PLAIT_OK) t->boundary = 1;
+    return st;
+}
+
+/* After a step, before its checkpoint: has [run] exit_after_minutes
+ * passed? Rank 0's clock decides for every rank (one broadcast a step,
+ * only with the key set), so all save this step and stop together. */
+static plait_status check_time(train_loop *t) {
+    const double limit = plait_config_float(t->cfg, "run", "exit_after_minutes");
+    if (!(limit > 0) || t->run->step >= t->run->steps) return PLAIT_OK;
+    int32_t up = t->rank == 0 && plait_clock_now() - t->started >= 60.0 * limit;
+    plait_status st = plait_comm_broadcast(t->run->world.comm, &up, 1, PLAIT_I32, 0, NULL, NULL);
+    if (st == PLAIT_OK && up) t->time_up = t->stop = 1;
     return st;
 }
 
@@ -540,6 +554,11 @@ static plait_status finish(train_loop *t, plait_status st) {
     if (st == PLAIT_OK && t->opts->regrouped && *t->opts->regrouped) {
         printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
                (long long)run->steps);
+    } else if (st == PLAIT_OK && t->time_up) {
+        printf("stopped at step %lld of %lld: [run] exit_after_minutes = %g passed; checkpoint: %s/ckpt-%08lld "
+               "(continue with --resume)\n",
+               (long long)run->step, (long long)run->steps, plait_config_float(t->cfg, "run", "exit_after_minutes"),
+               t->out_dir, (long long)run->step);
     } else if (t->opts->eval_only) {
         /* said by eval_only */
     } else if (st == PLAIT_OK && trained) {
@@ -603,6 +622,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
          * resume can start from has the rows of every step it holds (the
          * resume drops those of later steps, which it trains again) */
         if (st == PLAIT_OK) st = report(&t, &res);
+        if (st == PLAIT_OK) st = check_time(&t);
         if (st == PLAIT_OK) st = save(&t);
         if (st == PLAIT_OK) st = replicate(&t);
         if (st == PLAIT_OK) st = check_calls(&t);
