@@ -268,12 +268,17 @@ static int add_matches(name_list *l, const char *pattern) {
     return added;
 }
 
-static plait_status expand(const plait_config *cfg, const char *key, const char *value, name_list *out) {
+/* `per_pattern` (NULL, or room for PLAIT_DATA_MAX_SETS) receives how many
+ * files each pattern matched: a blend's datasets. */
+static plait_status expand(const plait_config *cfg, const char *key, const char *value, name_list *out,
+                           int *per_pattern) {
     char *copy = strdup(value);
     if (!copy) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = PLAIT_OK;
     char *save = NULL;
-    for (char *p = strtok_r(copy, ", \t\n", &save); st == PLAIT_OK && p; p = strtok_r(NULL, ", \t\n", &save)) {
+    int k = 0;
+    for (char *p = strtok_r(copy, ", \t\n", &save); st == PLAIT_OK && p; p = strtok_r(NULL, ", \t\n", &save), k++) {
+        const int before = out->n;
         char buf[PATH_MAX], tried[3 * PATH_MAX + 8];
         snprintf(tried, sizeof tried, "%s", p);
         int found = add_matches(out, p);
@@ -297,6 +302,7 @@ static plait_status expand(const plait_config *cfg, const char *key, const char 
         if (!found)
             st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: [data] %s = %s: no such file (tried %s)", where, key, p,
                                  tried);
+        if (per_pattern && k < PLAIT_DATA_MAX_SETS) per_pattern[k] = out->n - before;
     }
     free(copy);
     return st;
@@ -310,7 +316,7 @@ static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size,
     resolved[0] = '\0';
     if (!value || !*value) return PLAIT_OK;
     name_list found = {0};
-    plait_status st = expand(cfg, "tokenizer", value, &found);
+    plait_status st = expand(cfg, "tokenizer", value, &found, NULL);
     if (st == PLAIT_OK && found.n != 1)
         st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] tokenizer = %s: names %d places; give one directory",
                              value, found.n);
@@ -407,23 +413,13 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     int set_files[PLAIT_DATA_MAX_SETS];
     plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint);
     if (st == PLAIT_OK) st = plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &o.n_sets);
-    if (st == PLAIT_OK && o.n_sets > 0) { /* a blend: each pattern's files are a dataset */
-        char *copy = strdup(path), *save = NULL;
-        int k = 0;
-        if (!copy) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-        for (char *p = copy ? strtok_r(copy, ", \t\n", &save) : NULL; st == PLAIT_OK && p;
-             p = strtok_r(NULL, ", \t\n", &save), k++) {
-            int before = train.n;
-            st = expand(cfg, "path", p, &train);
-            set_files[k] = train.n - before;
-        }
-        free(copy);
+    /* a blend: each pattern's files are a dataset */
+    if (st == PLAIT_OK) st = expand(cfg, "path", path, &train, o.n_sets > 0 ? set_files : NULL);
+    if (o.n_sets > 0) {
         o.set_files = set_files;
         o.weights = weights;
-    } else if (st == PLAIT_OK) {
-        st = expand(cfg, "path", path, &train);
     }
-    if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val);
+    if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val, NULL);
     if (st == PLAIT_OK) {
         o.paths = (const char *const *)train.names;
         o.n_paths = train.n;
@@ -449,7 +445,7 @@ plait_status plait_data_check_files(const plait_config *cfg) {
     for (size_t k = 0; st == PLAIT_OK && k < sizeof keys / sizeof keys[0]; k++) {
         const char *value = plait_config_str(cfg, "data", keys[k]);
         name_list found = {0};
-        if (value && *value) st = expand(cfg, keys[k], value, &found);
+        if (value && *value) st = expand(cfg, keys[k], value, &found, NULL);
         free_names(&found);
     }
     return st;

@@ -207,8 +207,10 @@ plait_status plait_run_fail(plait_run *run, plait_status st, const char *at, con
 /* One optimizer step (collective over the world). */
 plait_status plait_run_step(plait_run *run, plait_step_result *res);
 
-/* Mean validation loss over [run] eval_batches micro-batches (collective). */
-plait_status plait_run_eval(plait_run *run, double *val_loss);
+/* Mean validation loss over [run] eval_batches micro-batches, rounded up
+ * to whole passes of a step's schedule (collective); `sequences` (may be
+ * NULL) receives how many validation sequences that covered. */
+plait_status plait_run_eval(plait_run *run, double *val_loss, int64_t *sequences);
 
 /* Parameters of the local slice (set-up helpers, run_params.c). */
 plait_status plait_run_build_params(plait_run *run);

@@ -122,7 +122,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     return PLAIT_OK;
 }
 
-plait_status plait_run_eval(plait_run *run, double *val_loss) {
+plait_status plait_run_eval(plait_run *run, double *val_loss, int64_t *sequences) {
     int64_t batches = plait_config_int(run->cfg, "run", "eval_batches");
     /* Each evaluation pass runs the same forward schedule over a fixed set of
      * validation micro-batches (indexed by the pass, not the training step). */
@@ -142,6 +142,7 @@ plait_status plait_run_eval(plait_run *run, double *val_loss) {
     if (run->model.instance) plait_model_forward_only(run->model.instance, 0);
     if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
     *val_loss = total / (double)passes;
+    if (sequences) *sequences = passes * run->work.batch.global_batch;
     return PLAIT_OK;
 }
 

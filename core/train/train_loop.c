@@ -478,7 +478,7 @@ static plait_status evaluate(train_loop *t) {
     int64_t done = t->run->step;
     if (!(t->has_val && ((t->eval_every > 0 && done % t->eval_every == 0) || done == t->run->steps))) return PLAIT_OK;
     if (t->rank == 0) plait_progress_eval_begin(&t->progress, done);
-    plait_status st = plait_run_eval(t->run, &t->val_loss);
+    plait_status st = plait_run_eval(t->run, &t->val_loss, NULL);
     if (st == PLAIT_OK) t->evaluated = 1;
     return st;
 }
@@ -583,9 +583,9 @@ static plait_status eval_only(train_loop *t) {
                                "share of path with val_fraction > 0");
     plait_run *run = t->run;
     double loss = 0;
-    plait_status st = plait_run_eval(run, &loss);
-    const int64_t per_pass = run->exec.n_micro_batches, batches = plait_config_int(t->cfg, "run", "eval_batches");
-    const int64_t sequences = (batches + per_pass - 1) / per_pass * run->work.batch.global_batch;
+    int64_t sequences = 0;
+    plait_status st = plait_run_eval(run, &loss, &sequences);
+    const int64_t batches = plait_config_int(t->cfg, "run", "eval_batches");
     if (st == PLAIT_OK && t->rank == 0)
         printf("eval: step %lld: validation loss %.4f, perplexity %.2f, over %lld sequences of %d tokens "
                "([run] eval_batches = %lld micro-batches)\n",
