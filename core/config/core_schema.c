@@ -27,6 +27,7 @@ static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", "linear", "wsd", "inverse_sqrt", NULL};
+static const char *const exit_signal_choices[] = {"none", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", NULL};
 static const char *const decay_style_choices[] = {"linear", "cosine", "sqrt", "exponential", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
@@ -65,6 +66,10 @@ static const plait_key_decl run_keys[] = {
         "stop once this much wall time has passed since the run started: after the step that passes it, with a "
         "checkpoint of that step, exiting 0, so that a job under a time limit is resubmitted and continues with "
         "--resume (Megatron-LM's --exit-duration-in-mins); 0 = never"),
+    KEY("exit_signal", E, "none", 1, 0, exit_signal_choices, SAME,
+        "on this signal (to any rank, or to plait's launcher, which passes it on) every rank finishes its step, "
+        "saves a checkpoint of it and exits 0, so that a job a scheduler preempts or warns (Slurm's --signal) "
+        "continues with --resume (Megatron-LM's --exit-signal-handler); none = the signal acts as it would"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("ckpt_format", E, "gathered", 1, 0, ckpt_format_choices, SAME,
         "how a checkpoint is written: gathered = full tensors, gathered to world rank 0 and written by it "

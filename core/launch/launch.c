@@ -41,6 +41,7 @@ struct rank_proc {
     int finished;        /* it marked its command finished (PLAIT_REPORT_FINISHED_MARK with its pid) */
     int unfinished;      /* it exited with status 0 unmarked, counted as exit status 1 */
     int external_signal; /* killed by a signal the launcher did not send: a root cause */
+    int handles;         /* the signal it stops at with a checkpoint (PLAIT_REPORT_HANDLES_MARK); 0 none */
 };
 
 /* ---- argv --------------------------------------------------------------- */
@@ -89,16 +90,21 @@ int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **e
 /* ---- launcher ----------------------------------------------------------- */
 
 /* A line of a rank's report is complete (or the last one, without a
- * newline): the finished mark with the rank's own pid (a process it started
- * may have inherited the pipe: its mark is not the rank's), else an error
- * line, kept as its last. */
+ * newline): the finished mark or the handled signal's with the rank's own
+ * pid (a process it started may have inherited the pipe: its mark is not
+ * the rank's), else an error line, kept as its last. */
 static void take_line(struct rank_proc *p) {
-    size_t k = sizeof PLAIT_REPORT_FINISHED_MARK - 1;
+    size_t k = sizeof PLAIT_REPORT_FINISHED_MARK - 1, h = sizeof PLAIT_REPORT_HANDLES_MARK - 1;
     p->partial[p->partial_len] = '\0';
     if (p->partial_len >= k && memcmp(p->partial, PLAIT_REPORT_FINISHED_MARK, k) == 0) {
         char *end = NULL;
         long pid = strtol(p->partial + k, &end, 10);
         if (end && !*end && pid == (long)p->pid) p->finished = 1;
+    } else if (p->partial_len >= h && memcmp(p->partial, PLAIT_REPORT_HANDLES_MARK, h) == 0) {
+        char *end = NULL, *end2 = NULL;
+        long sig = strtol(p->partial + h, &end, 10);
+        long pid = end && *end == ' ' ? strtol(end + 1, &end2, 10) : -1;
+        if (end2 && !*end2 && pid == (long)p->pid && sig >= 0 && sig < 65) p->handles = (int)sig;
     } else if (p->partial_len) {
         memcpy(p->last, p->partial, p->partial_len + 1);
     }
@@ -210,7 +216,7 @@ struct launch {
     struct rank_proc *procs;
     int *report_w;           /* write ends of the report pipes, -1 once closed */
     sigset_t old_mask;       /* the caller's signal mask, the ranks' too */
-    int sfd;                 /* signalfd of SIGINT, SIGTERM and SIGHUP */
+    int sfd;                 /* signalfd of SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 */
     pid_t launcher;
     pid_t pgid;              /* the ranks' process group; 0 before the first starts */
     int started;
@@ -219,6 +225,7 @@ struct launch {
     int alive;
     int first;               /* the rank to blame; -1 if none */
     int interrupts, int_sig, stopped;
+    int saving; /* the signal passed on to ranks that each stop at it with a checkpoint */
     int stop_fd;
     double term_at, kill_at; /* when the ranks get SIGTERM / SIGKILL; -1 if not due */
 };
@@ -320,14 +327,18 @@ static plait_status alloc_procs(struct launch *l) {
     return PLAIT_OK;
 }
 
-/* SIGINT, SIGTERM and SIGHUP arrive on a signalfd while the ranks run; on
- * error everything made so far is undone. */
+/* SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 arrive on a signalfd while
+ * the ranks run (the last two, whose default would end the launcher alone,
+ * are passed on as the others are); on error everything made so far is
+ * undone. */
 static plait_status block_signals(struct launch *l) {
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &mask, &l->old_mask);
     l->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (l->sfd < 0) {
@@ -498,11 +509,41 @@ static int poll_timeout(const struct launch *l, int have_pidfds) {
     return timeout;
 }
 
-/* The launcher's own SIGINT/SIGTERM/SIGHUP: the first is passed on to the
- * ranks, any later one kills them. */
+/* 1 if every rank still running said that it stops at `sig` with a
+ * checkpoint ([run] exit_signal). */
+static int ranks_handle(const struct launch *l, int sig) {
+    int any = 0;
+    for (int r = 0; r < l->n; r++) {
+        if (!l->procs[r].alive) continue;
+        if (l->procs[r].handles != sig) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* The launcher's own SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2: the first is
+ * passed on to the ranks, any later one kills them. One that every rank
+ * said it stops at with a checkpoint is passed on to them alone (not their
+ * helpers) and is no interruption: the ranks save, exit 0, and the job
+ * succeeds; nothing is killed while they save, unless another signal
+ * comes. */
 static void take_signals(struct launch *l) {
     struct signalfd_siginfo si;
     while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (!l->interrupts && !l->saving && ranks_handle(l, sig)) {
+            l->saving = sig;
+            g_launcher_signalled = 1;
+            for (int r = 0; r < l->n; r++)
+                if (l->procs[r].alive) kill(l->procs[r].pid, sig);
+            if (!l->o->quiet)
+                fprintf(stderr,
+                        "plait: %s passed on to the ranks, which save a checkpoint at the end of their step "
+                        "and stop ([run] exit_signal); another signal stops them at once\n",
+                        signame(sig));
+            continue;
+        }
+        if (l->saving && !l->interrupts) l->interrupts++; /* the save's signal was the first */
         l->interrupts++;
         l->int_sig = (int)si.ssi_signo;
         signal_all(l->procs, l->n, l->pgid, l->interrupts == 1 ? l->int_sig : SIGKILL);
@@ -578,7 +619,7 @@ static void escalate(struct launch *l) {
 static void watch_ranks(struct launch *l) {
     l->alive = l->started;
     l->first = -1;
-    l->interrupts = l->int_sig = l->stopped = 0;
+    l->interrupts = l->int_sig = l->stopped = l->saving = 0;
     l->stop_fd = l->hk && l->hk->stop_fd >= 0 ? l->hk->stop_fd : -1;
     l->term_at = l->kill_at = -1;
     if (l->st != PLAIT_OK && l->started > 0) { /* could not start everyone: stop the rest */

@@ -67,3 +67,11 @@ void plait_launch_report_finished(void) {
     int n = snprintf(line, sizeof line, PLAIT_REPORT_FINISHED_MARK "%ld\n", (long)getpid());
     if (n > 0 && (size_t)n < sizeof line) report_line(line, (size_t)n);
 }
+
+void plait_launch_report_handles(int sig) {
+    pthread_once(&g_report_once, report_init);
+    if (g_report_fd < 0) return;
+    char line[64];
+    int n = snprintf(line, sizeof line, PLAIT_REPORT_HANDLES_MARK "%d %ld\n", sig, (long)getpid());
+    if (n > 0 && (size_t)n < sizeof line) report_line(line, (size_t)n);
+}

@@ -3,7 +3,7 @@
  * and the wire both sides read. The launcher gives each rank the write end
  * as PLAIT_REPORT_FD. A rank writes one line a report, below PIPE_BUF so
  * that no two interleave: its last error line, which the launcher shows
- * when the rank fails, or the finished mark.
+ * when the rank fails, the finished mark, or the signal it handles.
  */
 #ifndef PLAIT_CORE_LAUNCH_RANK_REPORT_H
 #define PLAIT_CORE_LAUNCH_RANK_REPORT_H
@@ -15,6 +15,10 @@
  * an error line never starts with this byte (ASCII ACK), which
  * plait_launch_report_error replaces. */
 #define PLAIT_REPORT_FINISHED_MARK "\006finished "
+
+/* A rank's line that says which signal it stops at with a checkpoint
+ * ([run] exit_signal), then its pid: "\006handles <signal> <pid>". */
+#define PLAIT_REPORT_HANDLES_MARK "\006handles "
 
 /* In a rank: tell the launcher (if any: PLAIT_REPORT_FD) the error this
  * rank is about to fail with. The last report before the rank exits is
@@ -33,5 +37,12 @@ void plait_launch_report_error(const char *message);
  * under mpirun, srun or torchrun a rank's exit status is all its launcher
  * learns. */
 void plait_launch_report_finished(void);
+
+/* In a rank: tell the launcher (if any) that this process stops at signal
+ * `sig` after its step, with a checkpoint, and exits 0 ([run]
+ * exit_signal), so that the launcher passes that signal on to the ranks
+ * without counting it an interruption. Thread-safe, never fails visibly;
+ * a no-op outside a plait launch. */
+void plait_launch_report_handles(int sig);
 
 #endif

@@ -85,7 +85,10 @@ static void catch_interrupts(const char *staging) {
         struct sigaction old;
         sigaction(caught_signals[i], NULL, &old);
         previous_actions[i] = old;
-        if (old.sa_handler == SIG_IGN) continue; /* nohup, a background job: leave it ignored */
+        /* ignored (nohup, a background job), or handled by the process
+         * itself ([run] exit_signal: the run saves and stops once this
+         * checkpoint is written): leave it so */
+        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
         sigaction(caught_signals[i], &sa, NULL);
     }
     handler_installed = 1;

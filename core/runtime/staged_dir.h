@@ -11,7 +11,8 @@
  *
  * Nothing is left behind: while a directory is staged, SIGINT, SIGTERM and
  * SIGHUP remove the staging directory, then end the process as the signal
- * would have (a signal the process ignores stays ignored); and the staging
+ * would have (a signal the process ignores or handles itself stays so:
+ * runtime/stop_signal.h); and the staging
  * and ".old-" directories of the same destination left by a process that is
  * gone (killed with SIGKILL, a crash) are removed by the next begin. A live
  * one is known by the lock (flock) its process holds on it, and on this

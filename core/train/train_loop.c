@@ -15,11 +15,13 @@
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "elastic/agent_client.h"
+#include "launch/rank_report.h"
 #include "launch/restart.h"
 #include "layout/mesh.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/out_file.h"
+#include "runtime/stop_signal.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/data.h"
@@ -275,8 +277,10 @@ typedef struct train_loop {
     int boundary;          /* the last step saved a checkpoint or a replica */
     int evaluated;         /* the last step was evaluated */
     int stop;              /* stopping early so that a waiting host joins the next round, or at
-                            * [run] exit_after_minutes */
+                            * [run] exit_after_minutes or exit_signal */
     int time_up;           /* [run] exit_after_minutes has passed: this step saves, then the run stops */
+    int stop_signal;       /* [run] exit_signal's number, caught; 0 for none */
+    int signalled;         /* a rank received it: this step saves, then the run stops */
 } train_loop;
 
 /* The run opened: from the replicas in the launchers' memory on an elastic
@@ -384,6 +388,11 @@ static plait_status start(train_loop *t) {
      * val_fraction says (it is not used then). */
     const char *val_path = plait_config_str(cfg, "data", "val_path");
     t->has_val = plait_config_float(cfg, "data", "val_fraction") > 0 || (val_path && *val_path);
+    t->stop_signal = plait_stop_signal_number(plait_config_str(cfg, "run", "exit_signal"));
+    if (st == PLAIT_OK && plait_stop_signal_catch(t->stop_signal) != 0)
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "[run] exit_signal = %s: sigaction: %s",
+                             plait_stop_signal_name(t->stop_signal), strerror(errno));
+    if (st == PLAIT_OK && t->stop_signal) plait_launch_report_handles(t->stop_signal);
     t->started = plait_clock_now();
     t->first_step = run->step;
     t->loss = NAN;
@@ -432,7 +441,8 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
  * steps and at the last. */
 static plait_status save(train_loop *t) {
     int64_t done = t->run->step;
-    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->time_up)) return PLAIT_OK;
+    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->time_up || t->signalled))
+        return PLAIT_OK;
     uint64_t span0 = plait_trace_begin();
     int nvtx = plait_trace_range_push("checkpoint");
     plait_status st = plait_run_save(t->run, t->out_dir);
@@ -446,15 +456,22 @@ static plait_status save(train_loop *t) {
     return st;
 }
 
-/* After a step, before its checkpoint: has [run] exit_after_minutes
- * passed? Rank 0's clock decides for every rank (one broadcast a step,
- * only with the key set), so all save this step and stop together. */
-static plait_status check_time(train_loop *t) {
+/* After a step, before its checkpoint: does the run stop here? At [run]
+ * exit_after_minutes by rank 0's clock, at [run] exit_signal once any rank
+ * has received it (a scheduler may signal some ranks before the others):
+ * one all-reduce (max) a step, only with either key set, so that every
+ * rank saves this step and stops. */
+static plait_status check_stop(train_loop *t) {
     const double limit = plait_config_float(t->cfg, "run", "exit_after_minutes");
-    if (!(limit > 0) || t->run->step >= t->run->steps) return PLAIT_OK;
-    int32_t up = t->rank == 0 && plait_clock_now() - t->started >= 60.0 * limit;
-    plait_status st = plait_comm_broadcast(t->run->world.comm, &up, 1, PLAIT_I32, 0, NULL, NULL);
-    if (st == PLAIT_OK && up) t->time_up = t->stop = 1;
+    if ((!(limit > 0) && !t->stop_signal) || t->run->step >= t->run->steps) return PLAIT_OK;
+    int32_t why[2] = {t->rank == 0 && limit > 0 && plait_clock_now() - t->started >= 60.0 * limit,
+                      plait_stop_signal_seen() != 0};
+    plait_status st = plait_comm_allreduce(t->run->world.comm, why, why, 2, PLAIT_I32, PLAIT_MAX, NULL, NULL);
+    if (st == PLAIT_OK && (why[0] || why[1])) {
+        t->time_up = why[0];
+        t->signalled = why[1];
+        t->stop = 1;
+    }
     return st;
 }
 
@@ -559,6 +576,11 @@ static plait_status finish(train_loop *t, plait_status st) {
                "(continue with --resume)\n",
                (long long)run->step, (long long)run->steps, plait_config_float(t->cfg, "run", "exit_after_minutes"),
                t->out_dir, (long long)run->step);
+    } else if (st == PLAIT_OK && t->signalled) {
+        printf("stopped at step %lld of %lld: %s received ([run] exit_signal); checkpoint: %s/ckpt-%08lld "
+               "(continue with --resume)\n",
+               (long long)run->step, (long long)run->steps, plait_stop_signal_name(t->stop_signal), t->out_dir,
+               (long long)run->step);
     } else if (t->opts->eval_only) {
         /* said by eval_only */
     } else if (st == PLAIT_OK && trained) {
@@ -622,7 +644,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
          * resume can start from has the rows of every step it holds (the
          * resume drops those of later steps, which it trains again) */
         if (st == PLAIT_OK) st = report(&t, &res);
-        if (st == PLAIT_OK) st = check_time(&t);
+        if (st == PLAIT_OK) st = check_stop(&t);
         if (st == PLAIT_OK) st = save(&t);
         if (st == PLAIT_OK) st = replicate(&t);
         if (st == PLAIT_OK) st = check_calls(&t);
@@ -634,6 +656,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     plait_status sst = plait_run_save_settle(run, 1, st == PLAIT_OK);
     if (st == PLAIT_OK) st = sst;
     st = finish(&t, st);
+    plait_stop_signal_release();
     if (st != PLAIT_OK) {
         char at[32];
         snprintf(at, sizeof at, "step %lld", (long long)t.at_step);

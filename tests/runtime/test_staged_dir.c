@@ -7,7 +7,9 @@
  * symbolic link is refused; a commit over an earlier output replaces it
  * whole; a destination that is a file or holds someone else's file is
  * refused before the caller's work (check, begin), not at commit; so is
- * one holding a directory or a link by an output's name.
+ * one holding a directory or a link by an output's name. A signal the
+ * process handles itself ([run] exit_signal's, runtime/stop_signal.h) is
+ * left to it: the staging goes on and commits.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 
 #include "runtime/error.h"
 #include "runtime/staged_dir.h"
+#include "runtime/stop_signal.h"
 
 static char scratch[64];
 static pid_t children[16]; /* killed at the end, whatever failed */
@@ -36,8 +39,9 @@ static int exists(const char *path) {
 }
 
 /* A child that stages `dest`, writes a file, tells the parent (one byte on
- * `ready`) and waits to be signalled or killed. */
-static pid_t stage_in_child(const char *dest, int *ready_fd) {
+ * `ready`) and waits to be signalled or killed; or, with `handled` a
+ * signal, catches it as a stop signal, waits for it, commits and exits 0. */
+static pid_t stage_in_child(const char *dest, int *ready_fd, int handled) {
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t pid = fork();
@@ -48,11 +52,15 @@ static pid_t stage_in_child(const char *dest, int *ready_fd) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
+        if (plait_stop_signal_catch(handled) != 0) _exit(5);
         plait_staged_dir d;
         if (plait_staged_dir_begin(&d, dest, owned) != PLAIT_OK) _exit(2);
         if (plait_staged_dir_write(&d, "out.bin", "x", 1) != PLAIT_OK) _exit(3);
         if (write(p[1], "r", 1) != 1) _exit(4);
-        for (;;) pause();
+        if (!handled)
+            for (;;) pause();
+        while (!plait_stop_signal_seen()) usleep(1000);
+        _exit(plait_staged_dir_commit(&d) == PLAIT_OK && plait_stop_signal_seen() == handled ? 0 : 6);
     }
     close(p[1]);
     if (n_children < 16) children[n_children++] = pid;
@@ -69,7 +77,7 @@ static void test_interrupt_removes_staging(void **state) {
         char dest[128], staging[160];
         snprintf(dest, sizeof dest, "%s/sig%zu", scratch, i);
         int ready;
-        pid_t pid = stage_in_child(dest, &ready);
+        pid_t pid = stage_in_child(dest, &ready, 0);
         snprintf(staging, sizeof staging, "%s.staging-%ld", dest, (long)pid);
         assert_true(exists(staging));
         kill(pid, signals[i]);
@@ -84,13 +92,33 @@ static void test_interrupt_removes_staging(void **state) {
     }
 }
 
+/* SIGTERM caught as a stop signal while a directory is staged: the child
+ * finishes and commits it. */
+static void test_handled_signal_left_to_its_handler(void **state) {
+    (void)state;
+    char dest[128], staging[160];
+    snprintf(dest, sizeof dest, "%s/handled", scratch);
+    int ready;
+    pid_t pid = stage_in_child(dest, &ready, SIGTERM);
+    snprintf(staging, sizeof staging, "%s.staging-%ld", dest, (long)pid);
+    assert_true(exists(staging));
+    kill(pid, SIGTERM);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(ready);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the child that handles SIGTERM ended with status %#x", status);
+    assert_true(exists(dest));
+    assert_false(exists(staging));
+}
+
 static void test_stale_staging_removed_live_kept(void **state) {
     (void)state;
     char dest[128], dead[160], live[160], old[160], path[200];
     snprintf(dest, sizeof dest, "%s/stale", scratch);
     int ready_dead, ready_live;
-    pid_t a = stage_in_child(dest, &ready_dead);
-    pid_t b = stage_in_child(dest, &ready_live);
+    pid_t a = stage_in_child(dest, &ready_dead, 0);
+    pid_t b = stage_in_child(dest, &ready_live, 0);
     snprintf(dead, sizeof dead, "%s.staging-%ld", dest, (long)a);
     snprintf(live, sizeof live, "%s.staging-%ld", dest, (long)b);
     kill(a, SIGKILL); /* no handler runs: its staging directory stays */
@@ -206,6 +234,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interrupt_removes_staging),
+        cmocka_unit_test(test_handled_signal_left_to_its_handler),
         cmocka_unit_test(test_stale_staging_removed_live_kept),
         cmocka_unit_test(test_commit_replaces_and_refuses_links),
         cmocka_unit_test(test_refused_before_work),
