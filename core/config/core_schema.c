@@ -62,6 +62,10 @@ static const plait_key_decl run_keys[] = {
         "plait/nanoGPT format; for arch llama, a Hugging Face Llama directory (config.json checked "
         "against [model]; sharded too) or a plait llama checkpoint; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
+    KEY("exit_interval", I, "0", 0, 1e12, NULL, SAME,
+        "stop after a step whose number is a multiple of N (counted from the run's start, across resumes), with a "
+        "checkpoint of it, exiting 0: a long run trained N steps a job, each continuing with --resume, its "
+        "schedule still that of [run] steps (Megatron-LM's --exit-interval); 0 = never"),
     KEY("exit_after_minutes", F, "0", 0, 1e9, NULL, SAME,
         "stop once this much wall time has passed since the run started: after the step that passes it, with a "
         "checkpoint of that step, exiting 0, so that a job under a time limit is resubmitted and continues with "

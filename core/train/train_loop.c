@@ -277,10 +277,9 @@ typedef struct train_loop {
     int boundary;          /* the last step saved a checkpoint or a replica */
     int evaluated;         /* the last step was evaluated */
     int stop;              /* stopping early so that a waiting host joins the next round, or at
-                            * [run] exit_after_minutes or exit_signal */
-    int time_up;           /* [run] exit_after_minutes has passed: this step saves, then the run stops */
+                            * [run] exit_interval, exit_after_minutes or exit_signal */
+    char stop_why[96];     /* which of those three stops the run after this step, which saves; "" none */
     int stop_signal;       /* [run] exit_signal's number, caught; 0 for none */
-    int signalled;         /* a rank received it: this step saves, then the run stops */
 } train_loop;
 
 /* The run opened: from the replicas in the launchers' memory on an elastic
@@ -441,8 +440,7 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
  * steps and at the last. */
 static plait_status save(train_loop *t) {
     int64_t done = t->run->step;
-    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->time_up || t->signalled))
-        return PLAIT_OK;
+    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->stop_why[0])) return PLAIT_OK;
     uint64_t span0 = plait_trace_begin();
     int nvtx = plait_trace_range_push("checkpoint");
     plait_status st = plait_run_save(t->run, t->out_dir);
@@ -457,22 +455,30 @@ static plait_status save(train_loop *t) {
 }
 
 /* After a step, before its checkpoint: does the run stop here? At [run]
- * exit_after_minutes by rank 0's clock, at [run] exit_signal once any rank
- * has received it (a scheduler may signal some ranks before the others):
- * one all-reduce (max) a step, only with either key set, so that every
- * rank saves this step and stops. */
+ * exit_interval by the step's number, the same on every rank; at
+ * exit_after_minutes by rank 0's clock, at exit_signal once any rank has
+ * received it (a scheduler may signal some ranks before the others): one
+ * all-reduce (max) a step, only with either of those two set, so that
+ * every rank saves this step and stops. */
 static plait_status check_stop(train_loop *t) {
+    const int64_t step = t->run->step, interval = plait_config_int(t->cfg, "run", "exit_interval");
     const double limit = plait_config_float(t->cfg, "run", "exit_after_minutes");
-    if ((!(limit > 0) && !t->stop_signal) || t->run->step >= t->run->steps) return PLAIT_OK;
-    int32_t why[2] = {t->rank == 0 && limit > 0 && plait_clock_now() - t->started >= 60.0 * limit,
-                      plait_stop_signal_seen() != 0};
-    plait_status st = plait_comm_allreduce(t->run->world.comm, why, why, 2, PLAIT_I32, PLAIT_MAX, NULL, NULL);
-    if (st == PLAIT_OK && (why[0] || why[1])) {
-        t->time_up = why[0];
-        t->signalled = why[1];
-        t->stop = 1;
+    if (step >= t->run->steps) return PLAIT_OK;
+    int32_t why[2] = {0, 0};
+    if (limit > 0 || t->stop_signal) {
+        why[0] = t->rank == 0 && limit > 0 && plait_clock_now() - t->started >= 60.0 * limit;
+        why[1] = plait_stop_signal_seen() != 0;
+        plait_status st = plait_comm_allreduce(t->run->world.comm, why, why, 2, PLAIT_I32, PLAIT_MAX, NULL, NULL);
+        if (st != PLAIT_OK) return st;
     }
-    return st;
+    if (why[1])
+        snprintf(t->stop_why, sizeof t->stop_why, "%s received ([run] exit_signal)",
+                 plait_stop_signal_name(t->stop_signal));
+    else if (why[0]) snprintf(t->stop_why, sizeof t->stop_why, "[run] exit_after_minutes = %g passed", limit);
+    else if (interval > 0 && step % interval == 0)
+        snprintf(t->stop_why, sizeof t->stop_why, "[run] exit_interval = %lld reached", (long long)interval);
+    if (t->stop_why[0]) t->stop = 1;
+    return PLAIT_OK;
 }
 
 /* After a step, replicate: an elastic job's snapshot into the launchers'
@@ -571,16 +577,9 @@ static plait_status finish(train_loop *t, plait_status st) {
     if (st == PLAIT_OK && t->opts->regrouped && *t->opts->regrouped) {
         printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
                (long long)run->steps);
-    } else if (st == PLAIT_OK && t->time_up) {
-        printf("stopped at step %lld of %lld: [run] exit_after_minutes = %g passed; checkpoint: %s/ckpt-%08lld "
-               "(continue with --resume)\n",
-               (long long)run->step, (long long)run->steps, plait_config_float(t->cfg, "run", "exit_after_minutes"),
-               t->out_dir, (long long)run->step);
-    } else if (st == PLAIT_OK && t->signalled) {
-        printf("stopped at step %lld of %lld: %s received ([run] exit_signal); checkpoint: %s/ckpt-%08lld "
-               "(continue with --resume)\n",
-               (long long)run->step, (long long)run->steps, plait_stop_signal_name(t->stop_signal), t->out_dir,
-               (long long)run->step);
+    } else if (st == PLAIT_OK && t->stop_why[0]) {
+        printf("stopped at step %lld of %lld: %s; checkpoint: %s/ckpt-%08lld (continue with --resume)\n",
+               (long long)run->step, (long long)run->steps, t->stop_why, t->out_dir, (long long)run->step);
     } else if (t->opts->eval_only) {
         /* said by eval_only */
     } else if (st == PLAIT_OK && trained) {
