@@ -27,6 +27,7 @@ static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", "linear", "wsd", "inverse_sqrt", NULL};
+static const char *const sampling_choices[] = {"random", "epochs", NULL};
 static const char *const exit_signal_choices[] = {"none", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", NULL};
 static const char *const decay_style_choices[] = {"linear", "cosine", "sqrt", "exponential", NULL};
 static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
@@ -231,6 +232,11 @@ static const plait_key_decl data_keys[] = {
         "a weighted blend of datasets: one weight >= 0 per pattern of path (each pattern's files one dataset), "
         "a training sequence drawn from dataset k with probability weight k / their sum (Megatron-LM's data "
         "blend); empty = one stream, every training token alike"),
+    KEY("sampling", E, "random", 1, 0, sampling_choices, SAME,
+        "how training sequences are drawn: random = each a window of block_size + 1 tokens at a uniformly random "
+        "start, with replacement (nanoGPT's); epochs = the training split cut into such windows (consecutive ones "
+        "sharing a token), each read once an epoch in an order shuffled anew each epoch from [run] seed "
+        "(Megatron-LM's samples); not with weights"),
     KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
         "sequences per optimizer step over all ranks (0 = derive from the other two)"),
     KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,

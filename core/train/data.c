@@ -13,6 +13,7 @@
 #include "runtime/hash.h"
 #include "runtime/map_guard.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "train/epoch_order.h"
 #include "tokenizer/tokenizer.h"
 #include "train/token_file.h"
 
@@ -38,6 +39,9 @@ struct plait_data {
     int64_t *set_lo, *set_hi;
     uint64_t *set_cut;
     double *set_share;
+    /* [data] sampling = epochs: sequences a step, and the training split's
+     * windows of seq_len + 1 tokens (0 under random sampling) */
+    int64_t global_batch, windows;
 };
 
 /* The file holding token `index` (binary search over the starts). */
@@ -170,6 +174,14 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     else snprintf(d->path, sizeof d->path, "%s (+%d more)", names[0], d->n_files - 1);
     d->seq_len = opts->seq_len;
     d->seed = opts->seed;
+    if (opts->epochs && (opts->global_batch < 1 || opts->n_sets > 0)) {
+        free(d);
+        free(names);
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "data options: epoch sampling needs a global batch (%lld) and "
+                               "no blend (%d datasets)",
+                               (long long)opts->global_batch, opts->n_sets);
+    }
 
     plait_status st = open_files(d, opts, n_train, names);
     free(names);
@@ -203,8 +215,13 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
         plait_data_close(d);
         return st;
     }
+    if (opts->epochs) {
+        d->global_batch = opts->global_batch;
+        d->windows = (d->n_train - 1) / d->seq_len; /* >= 1: n_train >= seq_len + 1 */
+    }
     /* the CRC covers the training tokens as stored, file by file, then a
-     * blend's datasets and weights: either changed, the stream differs */
+     * blend's datasets and weights, or epoch sampling and the global batch
+     * that numbers its samples: any changed, the stream differs */
     uint32_t crc = 0;
     for (int i = 0; i < d->n_files && d->start[i] < d->n_train; i++) {
         int64_t n = (d->start[i + 1] < d->n_train ? d->start[i + 1] : d->n_train) - d->start[i];
@@ -213,6 +230,10 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     if (d->n_sets > 0) {
         crc = plait_crc32c(crc, opts->set_files, sizeof *opts->set_files * (size_t)d->n_sets);
         crc = plait_crc32c(crc, opts->weights, sizeof *opts->weights * (size_t)d->n_sets);
+    }
+    if (d->windows > 0) {
+        crc = plait_crc32c(crc, "epochs", 6);
+        crc = plait_crc32c(crc, &d->global_batch, sizeof d->global_batch);
     }
     d->train_crc = crc;
     *out = d;
@@ -386,23 +407,34 @@ plait_status plait_data_check_weights(const plait_config *cfg, double *weights, 
                                "%s: [data] weights = %s: every weight is 0, so no dataset would be read; give one "
                                "above 0",
                                where, value);
+    if (strcmp(plait_config_str(cfg, "data", "sampling"), "epochs") == 0) {
+        const char *swhere = "config";
+        plait_config_origin(cfg, "data", "sampling", &swhere);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[data] sampling = epochs (%s) beside a blend ([data] weights = %s, %s): epochs read "
+                               "one dataset's windows once each; a blend draws its datasets at random: set sampling "
+                               "= random, or train on one dataset (no weights)",
+                               swhere, value, where);
+    }
     *n = count;
     return PLAIT_OK;
 }
 
-plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
+plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out) {
     *out = NULL;
     const char *path = plait_config_str(cfg, "data", "path");
     const char *val_path = plait_config_str(cfg, "data", "val_path");
     const char *format = plait_config_str(cfg, "data", "format");
     plait_data_options o = {
-        .format = strcmp(format, "text") == 0                                  ? PLAIT_DATA_FORMAT_TEXT
+        .format = strcmp(format, "text") == 0                                ? PLAIT_DATA_FORMAT_TEXT
                   : strcmp(format, "u16") == 0 || strcmp(format, "bin") == 0 ? PLAIT_DATA_FORMAT_U16
-                                                                               : PLAIT_DATA_FORMAT_AUTO,
+                                                                             : PLAIT_DATA_FORMAT_AUTO,
         .val_fraction = plait_config_float(cfg, "data", "val_fraction"),
         .vocab_size = (int32_t)plait_config_int(cfg, "model", "vocab_size"),
         .seq_len = (int32_t)plait_config_int(cfg, "model", "block_size"),
         .seed = (uint64_t)plait_config_int(cfg, "run", "seed"),
+        .epochs = strcmp(plait_config_str(cfg, "data", "sampling"), "epochs") == 0,
+        .global_batch = global_batch,
     };
     if (!path || !*path)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
@@ -481,6 +513,8 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
         int64_t windows = (d->n_val - 1) / T; /* >= 1: n_val >= T + 1 */
         return d->n_train + (sequence % windows) * T;
     }
+    if (d->windows > 0) /* epochs: sample g of the run, its epoch's window */
+        return plait_epoch_window(d->seed, step * d->global_batch + sequence, d->windows) * T;
     uint64_t range = (uint64_t)(d->n_train - T); /* starts 0 .. n_train-T-1 */
     uint64_t h = sequence_hash(d->seed, split, step, sequence);
     if (d->n_sets == 0) return (int64_t)(((unsigned __int128)h * range) >> 64);
@@ -579,3 +613,5 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
     plait_map_guard_leave(&guard);
     return PLAIT_OK;
 }
+
+int64_t plait_data_epoch_windows(const plait_data *d) { return d->windows; }

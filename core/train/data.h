@@ -47,6 +47,14 @@
  * validation split is unchanged: val_path's files, or the tail of the
  * training files (from the last patterns' datasets: give val_path for a
  * validation set of every dataset). A dataset of weight 0 is never read.
+ * Epochs ([data] sampling = epochs, Megatron-LM's samples): the training
+ * split is cut into its W = (n_train - 1) / T windows of T + 1 tokens
+ * (window w starts at token w·T, so consecutive windows share one token,
+ * the last target of one being the first token of the next); sequence g of
+ * step s is sample i = s · global_batch + g of the run, window
+ * plait_epoch_window(seed, i, W) (train/epoch_order.h): every window once
+ * an epoch, each epoch in a seeded order of its own, every property above
+ * kept but the start's uniform draw. Not with a blend.
  * Validation is a fixed set: sequence g of the validation split is window
  * (g mod W) of the W = (n_val - 1) / T consecutive, non-overlapping windows
  * starting at the split's first token, whatever the step. Every evaluation
@@ -92,6 +100,10 @@ typedef struct plait_data_options {
     int n_sets;
     const int *set_files;
     const double *weights;
+    /* [data] sampling = epochs (1; no blend): the training windows once an
+     * epoch, sample g of step s being s * global_batch + g; 0 = random */
+    int epochs;
+    int64_t global_batch;
 } plait_data_options;
 
 typedef struct plait_data plait_data;
@@ -107,13 +119,15 @@ typedef struct plait_data plait_data;
 plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
 
 /* The same with the options from the configuration: [data] path, val_path,
- * format, val_fraction; [model] vocab_size, block_size; [run] seed. path and
+ * format, val_fraction, sampling (with `global_batch`, the sequences a
+ * step as the run resolved them); [model] vocab_size, block_size; [run]
+ * seed. path and
  * val_path are lists of files or glob patterns separated by commas or
  * spaces. A relative pattern that matches nothing in the CWD is also tried
  * relative to the directory of the config file and then to the plait source
  * tree (so the bundled data/corpus.txt is found from a build directory); the
  * error lists every place tried. */
-plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
+plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out);
 
 /* Whether the files plait_data_open_config would open are there: [data]
  * tokenizer, path and val_path found as it finds them (each pattern
@@ -128,7 +142,8 @@ plait_status plait_data_check_files(const plait_config *cfg);
 
 /* [data] weights against [data] path: PLAIT_OK when empty or one finite
  * number >= 0 per pattern of path (comma or space separated, as path's),
- * their sum above 0, at most PLAIT_DATA_MAX_SETS; PLAIT_ERR_INVALID_CONFIG naming where the key was set
+ * their sum above 0, at most PLAIT_DATA_MAX_SETS, and [data] sampling not
+ * epochs; PLAIT_ERR_INVALID_CONFIG naming where the key was set
  * and what is wrong otherwise. `weights` (may be NULL) receives the values
  * (at most `cap`), *n their count (0 for no blend). Reads only the
  * configuration. */
@@ -139,6 +154,10 @@ plait_status plait_data_check_weights(const plait_config *cfg, double *weights, 
 int plait_data_sets(const plait_data *d);
 double plait_data_set_share(const plait_data *d, int k);
 int64_t plait_data_set_tokens(const plait_data *d, int k);
+
+/* Under [data] sampling = epochs, the training windows an epoch reads; 0
+ * under random sampling. */
+int64_t plait_data_epoch_windows(const plait_data *d);
 
 /* Unmap and free. NULL is ignored. */
 void plait_data_close(plait_data *d);

@@ -6,13 +6,19 @@
 #include "train/run_internal.h"
 
 plait_status plait_run_data_open(plait_run *run) {
-    plait_status st = plait_data_open_config(run->cfg, &run->data);
+    plait_status st = plait_data_open_config(run->cfg, run->work.batch.global_batch, &run->data);
     /* a blend's shares and sizes, once for the job: a dataset much smaller
      * than its share repeats often, which the user should see */
     for (int k = 0; st == PLAIT_OK && run->world.mesh.world_rank == 0 && k < plait_data_sets(run->data); k++)
         PLAIT_INFO("data", "blend: dataset %d of %d: %.1f%% of the sequences, %lld training tokens", k + 1,
                    plait_data_sets(run->data), 100.0 * plait_data_set_share(run->data, k),
                    (long long)plait_data_set_tokens(run->data, k));
+    /* epochs: how long one is, which a run of few of them should see */
+    const int64_t windows = st == PLAIT_OK ? plait_data_epoch_windows(run->data) : 0;
+    if (windows > 0 && run->world.mesh.world_rank == 0)
+        PLAIT_INFO("data", "epochs of %lld sequences of %d tokens: %.3g steps an epoch, %.3g epochs in %lld steps",
+                   (long long)windows, run->model.block_size, (double)windows / run->work.batch.global_batch,
+                   (double)run->steps * run->work.batch.global_batch / windows, (long long)run->steps);
     return st;
 }
 

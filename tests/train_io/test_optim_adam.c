@@ -570,7 +570,7 @@ static void test_resume_is_bit_exact(void **state) {
     reset_world();
     plait_config *cfg = config_from(reference_ini);
     plait_data *d;
-    if (plait_data_open_config(cfg, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    if (plait_data_open_config(cfg, 8, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
     plait_optim_step_out out;
 
     /* Straight through: 8 steps. */

@@ -3,6 +3,7 @@
 #include "train_io_test.h"
 
 #include "train/data.h"
+#include "train/epoch_order.h"
 
 static char scratch[PATH_MAX];
 
@@ -352,7 +353,7 @@ static void test_bundled_corpus(void **state) {
     (void)state;
     plait_config *cfg = config_from("[model]\nblock_size = 64\n");
     plait_data *d;
-    plait_status st = plait_data_open_config(cfg, &d);
+    plait_status st = plait_data_open_config(cfg, 8, &d);
     if (st != PLAIT_OK) fail_msg("%s", plait_last_error());
     assert_int_equal(plait_data_format_of(d), PLAIT_DATA_FORMAT_TEXT);
     assert_true(plait_data_tokens(d) > 300000 && plait_data_tokens(d) <= 2000000);
@@ -365,7 +366,7 @@ static void test_bundled_corpus(void **state) {
     plait_data_close(d);
 
     plait_config *bad = config_from("[data]\npath = no/such/file.txt\n");
-    assert_int_equal(plait_data_open_config(bad, &d), PLAIT_ERR_INVALID_CONFIG);
+    assert_int_equal(plait_data_open_config(bad, 8, &d), PLAIT_ERR_INVALID_CONFIG);
     assert_error_contains("no/such/file.txt: no such file (tried no/such/file.txt");
     plait_config_free(bad);
     plait_config_free(cfg);
@@ -477,6 +478,8 @@ static void test_blend_config(void **state) {
         {"[data]\npath = a.bin b.bin\nweights = 0.5, x\n", "'x' is not a number >= 0"},
         {"[data]\npath = a.bin b.bin\nweights = 0.5, -1\n", "'-1' is not a number >= 0"},
         {"[data]\npath = a.bin b.bin\nweights = 0 0\n", "every weight is 0"},
+        {"[data]\npath = a.bin b.bin\nweights = 1 1\nsampling = epochs\n",
+         "[data] sampling = epochs (test.ini:4) beside a blend ([data] weights = 1 1, test.ini:3)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         plait_config *cfg = config_from(bad[i].ini);
@@ -498,6 +501,74 @@ static void test_blend_config(void **state) {
     plait_config_free(cfg);
 }
 
+/* [data] sampling = epochs: every training window once an epoch, each
+ * epoch in another order, the same sequences whatever the micro-batches;
+ * the epoch permutation itself a bijection at awkward sizes. */
+static void test_epochs(void **state) {
+    (void)state;
+    const int32_t T = 10, GB = 6;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/text-epochs.txt", scratch);
+    make_text(path, 1000);
+    plait_data_options o = {.path = path,
+                            .val_fraction = 0.25,
+                            .vocab_size = 256,
+                            .seq_len = T,
+                            .seed = 5,
+                            .epochs = 1,
+                            .global_batch = GB};
+    plait_data *d;
+    if (plait_data_open(&o, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    const int64_t W = plait_data_epoch_windows(d);
+    assert_int_equal(W, (750 - 1) / T); /* 74 windows of 11 tokens in the 750 training tokens */
+    int64_t order[2][74];
+    for (int64_t i = 0; i < 2 * W; i++) { /* two epochs, sample by sample */
+        int64_t start = plait_data_sequence_start(d, PLAIT_DATA_TRAIN, i / GB, i % GB);
+        assert_int_equal(start % T, 0);
+        assert_true(start >= 0 && start + T + 1 <= 750);
+        order[i / W][i % W] = start / T;
+    }
+    for (int e = 0; e < 2; e++) {
+        int seen[74] = {0};
+        for (int64_t k = 0; k < W; k++) seen[order[e][k]]++;
+        for (int64_t w = 0; w < W; w++)
+            if (seen[w] != 1) fail_msg("epoch %d read window %lld %d times", e, (long long)w, seen[w]);
+    }
+    assert_memory_not_equal(order[0], order[1], sizeof order[0]);
+    /* a step read as 1 x 6 or 6 x 1 rows: the same tokens */
+    int32_t whole[6 * 10], one[10];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 13, 0, GB, T, whole, NULL), PLAIT_OK);
+    for (int g = 0; g < GB; g++) {
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 13, g, 1, T, one, NULL), PLAIT_OK);
+        assert_memory_equal(one, whole + g * T, sizeof one);
+    }
+    /* another seed, another order; the random sampling's CRC differs */
+    plait_data *r;
+    o.seed = 6;
+    if (plait_data_open(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    int differ = 0;
+    for (int64_t i = 0; i < W; i++)
+        differ += plait_data_sequence_start(r, PLAIT_DATA_TRAIN, i / GB, i % GB) / T != order[0][i];
+    assert_true(differ > W / 2);
+    plait_data_close(r);
+    o.epochs = 0;
+    if (plait_data_open(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_data_epoch_windows(r), 0);
+    assert_true(plait_data_train_crc32c(r) != plait_data_train_crc32c(d));
+    plait_data_close(r);
+    plait_data_close(d);
+    static const int64_t sizes[] = {1, 2, 3, 5, 17, 64, 65, 1000, 4097};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char *hit = calloc((size_t)sizes[k], 1);
+        for (int64_t g = 0; g < sizes[k]; g++) {
+            int64_t w = plait_epoch_window(42, 3 * sizes[k] + g, sizes[k]);
+            assert_true(w >= 0 && w < sizes[k]);
+            if (hit[w]++) fail_msg("window %lld of %lld taken twice in an epoch", (long long)w, (long long)sizes[k]);
+        }
+        free(hit);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_are_deterministic),
@@ -510,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_bundled_corpus),
         cmocka_unit_test(test_blend),
         cmocka_unit_test(test_blend_config),
+        cmocka_unit_test(test_epochs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
