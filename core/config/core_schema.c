@@ -232,6 +232,11 @@ static const plait_key_decl data_keys[] = {
         "a weighted blend of datasets: one weight >= 0 per pattern of path (each pattern's files one dataset), "
         "a training sequence drawn from dataset k with probability weight k / their sum (Megatron-LM's data "
         "blend); empty = one stream, every training token alike"),
+    KEY("skip_batches", S, "", 1, 0, NULL, SAME,
+        "training batches never read, as steps numbered in metrics.csv: 'A-B' or 'N', separated by commas "
+        "(1200-1350, 1500): from step A on each step reads a later batch, so a run resumed from a checkpoint "
+        "before a loss spike reads past the data around it (Megatron-LM's --iterations-to-skip; PaLM's "
+        "restarts); empty = none"),
     KEY("sampling", E, "random", 1, 0, sampling_choices, SAME,
         "how training sequences are drawn: random = each a window of block_size + 1 tokens at a uniformly random "
         "start, with replacement (nanoGPT's); epochs = the training split cut into such windows (consecutive ones "

@@ -13,6 +13,7 @@
 #include "runtime/hash.h"
 #include "runtime/map_guard.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "train/batch_skip.h"
 #include "train/epoch_order.h"
 #include "tokenizer/tokenizer.h"
 #include "train/token_file.h"
@@ -42,6 +43,7 @@ struct plait_data {
     /* [data] sampling = epochs: sequences a step, and the training split's
      * windows of seq_len + 1 tokens (0 under random sampling) */
     int64_t global_batch, windows;
+    plait_batch_skip skip; /* [data] skip_batches: training batches never read */
 };
 
 /* The file holding token `index` (binary search over the starts). */
@@ -174,6 +176,7 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     else snprintf(d->path, sizeof d->path, "%s (+%d more)", names[0], d->n_files - 1);
     d->seq_len = opts->seq_len;
     d->seed = opts->seed;
+    if (opts->skip) d->skip = *opts->skip;
     if (opts->epochs && (opts->global_batch < 1 || opts->n_sets > 0)) {
         free(d);
         free(names);
@@ -443,7 +446,10 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
     uint64_t fingerprint = 0;
     double weights[PLAIT_DATA_MAX_SETS];
     int set_files[PLAIT_DATA_MAX_SETS];
+    plait_batch_skip skip;
     plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint);
+    if (st == PLAIT_OK) st = plait_batch_skip_parse(cfg, &skip);
+    o.skip = &skip;
     if (st == PLAIT_OK) st = plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &o.n_sets);
     /* a blend: each pattern's files are a dataset */
     if (st == PLAIT_OK) st = expand(cfg, "path", path, &train, o.n_sets > 0 ? set_files : NULL);
@@ -513,6 +519,7 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
         int64_t windows = (d->n_val - 1) / T; /* >= 1: n_val >= T + 1 */
         return d->n_train + (sequence % windows) * T;
     }
+    step = plait_batch_skip_map(&d->skip, step); /* the batch this step reads */
     if (d->windows > 0) /* epochs: sample g of the run, its epoch's window */
         return plait_epoch_window(d->seed, step * d->global_batch + sequence, d->windows) * T;
     uint64_t range = (uint64_t)(d->n_train - T); /* starts 0 .. n_train-T-1 */

@@ -55,6 +55,9 @@
  * plait_epoch_window(seed, i, W) (train/epoch_order.h): every window once
  * an epoch, each epoch in a seeded order of its own, every property above
  * kept but the start's uniform draw. Not with a blend.
+ * Skipped batches ([data] skip_batches, train/batch_skip.h): training
+ * step s reads the batch of step plait_batch_skip_map(s) in all of the
+ * above, the same on every rank.
  * Validation is a fixed set: sequence g of the validation split is window
  * (g mod W) of the W = (n_val - 1) / T consecutive, non-overlapping windows
  * starting at the split's first token, whatever the step. Every evaluation
@@ -104,6 +107,8 @@ typedef struct plait_data_options {
      * epoch, sample g of step s being s * global_batch + g; 0 = random */
     int epochs;
     int64_t global_batch;
+    /* [data] skip_batches: training batches never read (NULL = none; copied) */
+    const struct plait_batch_skip *skip;
 } plait_data_options;
 
 typedef struct plait_data plait_data;
@@ -119,7 +124,7 @@ typedef struct plait_data plait_data;
 plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
 
 /* The same with the options from the configuration: [data] path, val_path,
- * format, val_fraction, sampling (with `global_batch`, the sequences a
+ * format, val_fraction, skip_batches, sampling (with `global_batch`, the sequences a
  * step as the run resolved them); [model] vocab_size, block_size; [run]
  * seed. path and
  * val_path are lists of files or glob patterns separated by commas or

@@ -5,6 +5,7 @@
 
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "train/batch_skip.h"
 #include "train/data.h"
 #include "train/plan_check.h"
 #include "train/precision.h"
@@ -142,6 +143,8 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
     if (st == PLAIT_OK) st = check_lr(cfg);
     int sets = 0;
     if (st == PLAIT_OK) st = plait_data_check_weights(cfg, NULL, 0, &sets);
+    plait_batch_skip skip;
+    if (st == PLAIT_OK) st = plait_batch_skip_parse(cfg, &skip);
     if (st == PLAIT_OK) st = plait_run_trace_range(cfg, 1, 0, &first, &last);
     return st;
 }

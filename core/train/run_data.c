@@ -1,6 +1,7 @@
 /* The run's training and validation data (core/train/data.h). */
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "train/batch_skip.h"
 #include "train/data.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -13,6 +14,15 @@ plait_status plait_run_data_open(plait_run *run) {
         PLAIT_INFO("data", "blend: dataset %d of %d: %.1f%% of the sequences, %lld training tokens", k + 1,
                    plait_data_sets(run->data), 100.0 * plait_data_set_share(run->data, k),
                    (long long)plait_data_set_tokens(run->data, k));
+    plait_batch_skip skip;
+    if (st == PLAIT_OK && run->world.mesh.world_rank == 0 && plait_batch_skip_parse(run->cfg, &skip) == PLAIT_OK &&
+        skip.n > 0)
+        PLAIT_INFO("data",
+                   "[data] skip_batches = %s: %lld batches never read; from step %lld on each step reads a "
+                   "later batch (step %lld reads step %lld's)",
+                   plait_config_str(run->cfg, "data", "skip_batches"), (long long)plait_batch_skip_count(&skip),
+                   (long long)skip.lo[0], (long long)skip.lo[0],
+                   (long long)plait_batch_skip_map(&skip, skip.lo[0] - 1) + 1);
     /* epochs: how long one is, which a run of few of them should see */
     const int64_t windows = st == PLAIT_OK ? plait_data_epoch_windows(run->data) : 0;
     if (windows > 0 && run->world.mesh.world_rank == 0)

@@ -2,6 +2,7 @@
  * errors that name the file and offset. */
 #include "train_io_test.h"
 
+#include "train/batch_skip.h"
 #include "train/data.h"
 #include "train/epoch_order.h"
 
@@ -569,6 +570,53 @@ static void test_epochs(void **state) {
     }
 }
 
+/* [data] skip_batches: the list parsed, sorted and merged, each step's
+ * batch past the skipped ones, the data reading the mapped step; bad
+ * items refused naming the key. */
+static void test_skip_batches(void **state) {
+    (void)state;
+    plait_config *cfg = config_from("[data]\nskip_batches = 5, 2-3 4\t9-9 ,12-13\n");
+    plait_batch_skip k;
+    assert_int_equal(plait_batch_skip_parse(cfg, &k), PLAIT_OK);
+    plait_config_free(cfg);
+    assert_int_equal(k.n, 3); /* 2-5 merged, 9, 12-13 */
+    assert_true(k.lo[0] == 2 && k.hi[0] == 5 && k.lo[1] == 9 && k.hi[1] == 9 && k.lo[2] == 12 && k.hi[2] == 13);
+    assert_int_equal(plait_batch_skip_count(&k), 7);
+    /* steps 1.. (metrics.csv's numbers) read batches 1, 6, 7, 8, 10, 11, 14, 15 */
+    static const int64_t want[] = {1, 6, 7, 8, 10, 11, 14, 15};
+    for (int64_t s = 0; s < 8; s++) assert_int_equal(plait_batch_skip_map(&k, s) + 1, want[s]);
+    plait_batch_skip none = {0};
+    assert_int_equal(plait_batch_skip_map(&none, 41), 41);
+    /* the data: step 1 (0-based) reads step 5's sequences */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/text-skip.txt", scratch);
+    make_text(path, 3000);
+    plait_data_options o = {.path = path, .val_fraction = 0.1, .vocab_size = 256, .seq_len = 16, .seed = 3};
+    plait_data *plain, *skipping;
+    if (plait_data_open(&o, &plain) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    o.skip = &k;
+    if (plait_data_open(&o, &skipping) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    for (int64_t s = 0; s < 8; s++)
+        for (int64_t g = 0; g < 4; g++)
+            assert_int_equal(plait_data_sequence_start(skipping, PLAIT_DATA_TRAIN, s, g),
+                             plait_data_sequence_start(plain, PLAIT_DATA_TRAIN, want[s] - 1, g));
+    assert_int_equal(plait_data_sequence_start(skipping, PLAIT_DATA_VAL, 3, 1),
+                     plait_data_sequence_start(plain, PLAIT_DATA_VAL, 3, 1));
+    plait_data_close(plain);
+    plait_data_close(skipping);
+    static const char *const bad[] = {"0", "3-2", "x", "4-", "-4", "1.5", "7-9x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char ini[96];
+        snprintf(ini, sizeof ini, "[data]\nskip_batches = 10, %s\n", bad[i]);
+        cfg = config_from(ini);
+        assert_int_equal(plait_batch_skip_parse(cfg, &k), PLAIT_ERR_INVALID_CONFIG);
+        char want_text[64];
+        snprintf(want_text, sizeof want_text, "test.ini:2: [data] skip_batches = 10, %s: '%s' is not", bad[i], bad[i]);
+        assert_error_contains(want_text);
+        plait_config_free(cfg);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_are_deterministic),
@@ -582,6 +630,7 @@ int main(void) {
         cmocka_unit_test(test_blend),
         cmocka_unit_test(test_blend_config),
         cmocka_unit_test(test_epochs),
+        cmocka_unit_test(test_skip_batches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
