@@ -183,6 +183,10 @@ static const plait_key_decl model_keys[] = {
         "original_max_position_embeddings)"),
     KEY("tie_embeddings", B, "false", 1, 0, NULL, SAME,
         "llama: the output head shares the token embedding's weights (gpt always does)"),
+    KEY("init_std", F, "0.02", 1e-6, 1, NULL, SAME,
+        "a fresh model's linear and embedding weights are drawn from N(0, init_std), the residual projections' "
+        "(attention and MLP outputs) from N(0, init_std / sqrt(2 n_layer)), as GPT-2 and Megatron-LM's scaled "
+        "init (--init-method-std); [run] init_from's weights are taken as they are"),
     KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
         "activation checkpointing: none (keep every activation), selective (recompute the attention "
         "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),

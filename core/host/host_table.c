@@ -88,7 +88,7 @@ static plait_host g_host;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 /* host->init_values has no argument for the run's seed and model: the run
  * attaches them (plait_host_attach_init_rule), as it attaches its device. */
-static plait_init_rule g_init_rule = {.seed = 1337, .n_layer = 1};
+static plait_init_rule g_init_rule = {.seed = 1337, .n_layer = 1, .std = 0.02};
 
 static plait_status host_init_values(const plait_param *param, size_t offset, size_t count, float *dst) {
     return plait_model_init_values(&g_init_rule, param, offset, count, dst);

@@ -70,7 +70,8 @@ int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
  * global name and an element's global index. */
 typedef struct plait_init_rule {
     uint64_t seed;     /* [run] seed */
-    int32_t n_layer;   /* the model's blocks: residual projections get 0.02/sqrt(2·n_layer) */
+    int32_t n_layer;   /* the model's blocks: residual projections get std/sqrt(2·n_layer) */
+    double std;        /* [model] init_std: the normal weights' deviation; 0 = 0.02 */
     int llama;         /* the llama arch's names (param_init.c) */
     int tied;          /* llama: lm_head is a tied copy of the embedding */
     /* The plan's second splits by global parameter index (n_second

@@ -484,6 +484,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     d->n_kv_head = (int32_t)n_kv_head;
     d->ffn_hidden = (int32_t)ffn_hidden;
     d->norm_eps = (float)plait_config_float(cfg, "model", "norm_eps");
+    d->init_std = plait_config_float(cfg, "model", "init_std");
     d->rope_theta = plait_config_float(cfg, "model", "rope_theta");
     if (is_llama && strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0)
         d->rope_scaling =

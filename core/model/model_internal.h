@@ -64,6 +64,7 @@ struct plait_model_desc {
     double rope_theta;
     plait_rope_scaling rope_scaling; /* [model] rope_scaling and its parameters */
     int tied;
+    double init_std; /* [model] init_std (param_init.c) */
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
     plait_layer *layers;

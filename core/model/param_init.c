@@ -5,8 +5,8 @@
  * into a normal deviate by Box-Muller in double precision. Any TP, PP or
  * ZeRO-3 slice therefore reproduces exactly the values one process gets.
  *
- *   linear and embedding weights   N(0, 0.02)
- *   *.c_proj.weight (residual)     N(0, 0.02 / sqrt(2·n_layer))
+ *   linear and embedding weights   N(0, σ), σ = [model] init_std (0.02)
+ *   *.c_proj.weight (residual)     N(0, σ / sqrt(2·n_layer))
  *   LayerNorm weights              1
  *   biases                         0
  *   lm_head.weight (tied copy)     the values of transformer.wte.weight
@@ -14,7 +14,7 @@
  *
  * The llama arch's names (Hugging Face's) follow the same scheme: its
  * RMSNorm weights (*norm.weight) 1, the residual projections (o_proj,
- * down_proj) N(0, 0.02 / sqrt(2·n_layer)), the rest N(0, 0.02); a tied
+ * down_proj) N(0, σ / sqrt(2·n_layer)), the rest N(0, σ); a tied
  * lm_head the values of model.embed_tokens.weight, an untied one values
  * of its own.
  */
@@ -27,7 +27,8 @@
 #include "runtime/hash.h"
 
 plait_init_rule plait_model_init_rule(const plait_model_desc *desc, uint64_t seed) {
-    return (plait_init_rule){.seed = seed, .n_layer = desc->n_layer, .llama = desc->is_llama, .tied = desc->tied};
+    return (plait_init_rule){
+        .seed = seed, .n_layer = desc->n_layer, .std = desc->init_std, .llama = desc->is_llama, .tied = desc->tied};
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -38,9 +39,10 @@ static int ends_with(const char *s, const char *suffix) {
 enum init_kind { INIT_ZERO, INIT_ONE, INIT_NORMAL };
 
 static enum init_kind init_kind_of(const char *name, const plait_init_rule *rule, double *std, const char **hash_name) {
-    const double residual = 0.02 / sqrt(2.0 * (double)(rule->n_layer > 0 ? rule->n_layer : 1));
+    const double base = rule->std > 0 ? rule->std : 0.02;
+    const double residual = base / sqrt(2.0 * (double)(rule->n_layer > 0 ? rule->n_layer : 1));
     *hash_name = name;
-    *std = 0.02;
+    *std = base;
     if (ends_with(name, ".expert_bias")) return INIT_ZERO; /* a router's selection bias (moe.c) starts neutral */
     if (rule->llama) {
         if (strcmp(name, "lm_head.weight") == 0 && rule->tied) *hash_name = "model.embed_tokens.weight";

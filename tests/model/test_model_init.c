@@ -2,7 +2,8 @@
  * The description (names, shapes, roles, flags) and layout-independent
  * initialisation: every TP slice's initial values equal the matching slice
  * of the whole tensor's, padding is zero, partial fills agree with whole
- * fills, and the values follow GPT-2's scheme; an expert tensor's slice
+ * fills, and the values follow GPT-2's scheme ([model] init_std scaling
+ * it); an expert tensor's slice
  * at tp × ep, cut twice, too, and the norm counts each such slice once.
  */
 #include <setjmp.h>
@@ -248,6 +249,22 @@ static void test_gpt2_scheme(void **state) {
     seed11.seed = 11;
     float *v_fc3 = init_whole(&seed11, &s->params[fc]);
     assert_memory_equal(v_fc, v_fc3, s->params[fc].numel * sizeof(float));
+    /* [model] init_std: every normal draw scaled, the norms and biases not */
+    plait_model_desc *d6;
+    plait_config *cfg6 = make_config("[run]\nseed = 11\n[model]\nn_layer = 8\nn_head = 4\n"
+                                     "n_embd = 64\nblock_size = 64\nvocab_size = 256\ninit_std = 0.006\n");
+    assert_int_equal(plait_model_describe(cfg6, 1, &d6), PLAIT_OK);
+    const plait_init_rule rule6 = plait_model_init_rule(d6, 11);
+    float *v_fc6 = init_whole(&rule6, &s->params[fc]), *v_proj6 = init_whole(&rule6, &s->params[proj]);
+    for (size_t i = 0; i < s->params[fc].numel; i++) assert_float_equal(v_fc6[i], v_fc[i] * 0.3f, 1e-7);
+    assert_true(fabs(stddev(v_proj6, s->params[proj].numel) - 0.006 / sqrt(16.0)) < 0.05 * 0.006 / sqrt(16.0));
+    float *v_ln6 = init_whole(&rule6, &s->params[ln]);
+    for (size_t i = 0; i < s->params[ln].numel; i++) assert_true(v_ln6[i] == 1.0f);
+    free(v_fc6);
+    free(v_proj6);
+    free(v_ln6);
+    plait_model_desc_free(d6);
+    plait_config_free(cfg6);
     free(v_wte);
     free(v_head);
     free(v_fc);
