@@ -148,10 +148,10 @@ plait_status plait_ckpt_set_meta(plait_ckpt_writer *w, const char *key, const ch
 /* Append the next `count` elements of tensor `name` (either file). */
 plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const float *data, size_t count);
 /* Finish both files, write state.json and COMPLETE (all atomically, fsync'd),
- * then keep only the newest `keep` complete checkpoints (keep <= 0: keep
- * all; see plait_ckpt_prune). Frees `w` whatever the result; on failure the
+ * then keep only the newest `keep` complete checkpoints and those whose
+ * step `keep_every` divides (keep <= 0: keep all; see plait_ckpt_prune). Frees `w` whatever the result; on failure the
  * temp files are removed and the checkpoint stays incomplete. */
-plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep);
+plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep, int64_t keep_every);
 /* Give up: remove temp files, free. NULL is ignored. */
 void plait_ckpt_writer_abort(plait_ckpt_writer *w);
 /* A sharded save: list file `name` of the checkpoint directory (a shard
@@ -261,8 +261,10 @@ void plait_ckpt_source_init_find(plait_ckpt_source *s, plait_ckpt_find_fn find, 
 
 /* ---- housekeeping ---------------------------------------------------------- */
 
-/* Keep the newest `keep` complete checkpoints under out_dir and delete the
- * older complete ones, plus incomplete or damaged ones older than the
+/* Keep the newest `keep` complete checkpoints under out_dir, and beside
+ * them every complete one whose step is a multiple of `keep_every` (> 0;
+ * 0: none; llm.c's major checkpoints, [run] keep_every), and delete the
+ * other older complete ones, plus incomplete or damaged ones older than the
  * newest complete one (crash leftovers). A checkpoint counts as complete
  * when its marker, state.json and file sizes check out
  * (plait_ckpt_check_quick): a damaged one is never kept in place of a good
@@ -272,7 +274,7 @@ void plait_ckpt_source_init_find(plait_ckpt_source *s, plait_ckpt_find_fn find, 
  * deleted. Deletion removes the marker first, so a half-deleted checkpoint
  * is never taken for complete. Only real directories named ckpt-<digits>
  * holding plain files are touched, never through a link. keep <= 0: nothing. */
-plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t newest, int64_t protect);
+plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t keep_every, int64_t newest, int64_t protect);
 
 /* Steps of the checkpoint directories under out_dir (complete or not),
  * ascending, with their completeness (marker present). Returns the count

@@ -179,7 +179,7 @@ static plait_status remove_checkpoint(const char *dir) {
     return st;
 }
 
-plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t newest, int64_t protect) {
+plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t keep_every, int64_t newest, int64_t protect) {
     if (keep <= 0) return PLAIT_OK;
     plait_ckpt_entry *v;
     int n = plait_ckpt_scan(out_dir, &v);
@@ -198,7 +198,9 @@ plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t newest, int
          * is no checkpoint to keep: it goes the way of crash leftovers. */
         if (v[i].has_marker && plait_ckpt_check_quick(dir) == PLAIT_OK) {
             if (newest_complete < 0) newest_complete = v[i].step;
-            drop = ++complete_seen > keep;
+            /* one of the newest `keep`, or a multiple of keep_every (which
+             * counts among the newest as any other) */
+            drop = ++complete_seen > keep && !(keep_every > 0 && v[i].step % keep_every == 0);
         } else {
             drop = newest_complete >= 0; /* an older crash leftover, or damaged */
         }

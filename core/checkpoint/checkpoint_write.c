@@ -236,7 +236,7 @@ static plait_status simulated_crash(plait_ckpt_writer *w) {
     return st;
 }
 
-plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep) {
+plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep, int64_t keep_every) {
     if (state->step != w->step) {
         plait_status st = plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint %s: state says step %lld", w->dir,
                                           (long long)state->step);
@@ -283,7 +283,7 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
     snprintf(out_dir, sizeof out_dir, "%s", w->out_dir);
     int64_t saved = w->step, protect = w->protect;
     writer_free(w);
-    if (keep > 0 && plait_ckpt_prune(out_dir, keep, saved, protect) != PLAIT_OK)
+    if (keep > 0 && plait_ckpt_prune(out_dir, keep, keep_every, saved, protect) != PLAIT_OK)
         plait_log(PLAIT_LOG_WARN, "checkpoint", "the checkpoint was saved but pruning old ones failed: %s",
                   plait_last_error());
     return PLAIT_OK;

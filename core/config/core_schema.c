@@ -76,6 +76,9 @@ static const plait_key_decl run_keys[] = {
         "saves a checkpoint of it and exits 0, so that a job a scheduler preempts or warns (Slurm's --signal) "
         "continues with --resume (Megatron-LM's --exit-signal-handler); none = the signal acts as it would"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
+    KEY("keep_every", I, "0", 0, 1e12, NULL, 0,
+        "also keep, beside the recent ones, every checkpoint whose step is a multiple of N, for good (llm.c's "
+        "major checkpoints: a run's history to evaluate or branch from later); 0 = none"),
     KEY("ckpt_format", E, "gathered", 1, 0, ckpt_format_choices, SAME,
         "how a checkpoint is written: gathered = full tensors, gathered to world rank 0 and written by it "
         "(model.safetensors, optim.safetensors); sharded = every rank writes the slices it holds to its own "

@@ -376,7 +376,8 @@ static plait_status end_save(plait_run *run, plait_pending_save *ps, plait_statu
          * allreduce below names that rank */
         if (st == PLAIT_OK && !others_failed) {
             ps->state.layout = ps->layout;
-            st = plait_ckpt_commit(ps->w, &ps->state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"));
+            st = plait_ckpt_commit(ps->w, &ps->state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"),
+                                   plait_config_int(run->cfg, "run", "keep_every"));
         } else if (ps->w) {
             plait_ckpt_writer_abort(ps->w);
         }

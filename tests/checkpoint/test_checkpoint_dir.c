@@ -200,7 +200,7 @@ static void save(const char *out, int64_t step) {
     float x[4] = {1, 2, 3, (float)step};
     assert_int_equal(plait_ckpt_write(w, "w", x, 4), PLAIT_OK);
     plait_ckpt_state s = {.step = step, .seed = 1, .data_step = step, .optim_step = step};
-    if (plait_ckpt_commit(w, &s, 0) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    if (plait_ckpt_commit(w, &s, 0, 0) != PLAIT_OK) fail_msg("%s", plait_last_error());
 }
 
 static void test_prune(void **state) {
@@ -224,7 +224,7 @@ static void test_prune(void **state) {
     assert_int_equal(symlink(outside, link), 0);
 
     /* keep 2 complete ones up to step 5, step 1 protected (a resume's) */
-    assert_int_equal(plait_ckpt_prune(out, 2, 5, 1), PLAIT_OK);
+    assert_int_equal(plait_ckpt_prune(out, 2, 0, 5, 1), PLAIT_OK);
     assert_true(exists(out, "ckpt-00000001"));  /* protected */
     assert_false(exists(out, "ckpt-00000002")); /* older than the 2 newest */
     assert_true(exists(out, "ckpt-00000003"));
@@ -236,13 +236,31 @@ static void test_prune(void **state) {
     assert_true(exists(outside, "COMPLETE"));
 
     /* without the protection, step 1 goes too */
-    assert_int_equal(plait_ckpt_prune(out, 2, 5, -1), PLAIT_OK);
+    assert_int_equal(plait_ckpt_prune(out, 2, 0, 5, -1), PLAIT_OK);
     assert_false(exists(out, "ckpt-00000001"));
     assert_true(exists(out, "ckpt-00000003"));
 
     /* keep <= 0: nothing */
-    assert_int_equal(plait_ckpt_prune(out, 0, -1, -1), PLAIT_OK);
+    assert_int_equal(plait_ckpt_prune(out, 0, 0, -1, -1), PLAIT_OK);
     assert_true(exists(out, "ckpt-00000003"));
+}
+
+/* keep_every: the newest `keep` and the multiples of keep_every stay (a
+ * multiple among the newest counts as one of them), the rest go. */
+static void test_prune_keep_every(void **state) {
+    (void)state;
+    char out[PATH_MAX];
+    path_of(out, scratch, "every");
+    for (int64_t step = 1; step <= 7; step++) {
+        save(out, step);
+        assert_int_equal(plait_ckpt_prune(out, 2, 3, step, -1), PLAIT_OK);
+    }
+    static const int kept[] = {0, 0, 0, 1, 0, 0, 1, 1}; /* steps 3 and 6, then 6 and 7 the newest */
+    for (int64_t step = 1; step <= 7; step++) {
+        char name[32];
+        snprintf(name, sizeof name, "ckpt-%08lld", (long long)step);
+        if (exists(out, name) != kept[step]) fail_msg("%s %s", name, kept[step] ? "was pruned" : "was kept");
+    }
 }
 
 /* A checkpoint directory holding a folder plait did not write: refused
@@ -254,7 +272,7 @@ static void test_prune_refuses_foreign_entries(void **state) {
     save(out, 1);
     save(out, 2);
     make_dir(out, "ckpt-00000001/notes");
-    assert_int_equal(plait_ckpt_prune(out, 1, -1, -1), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_ckpt_prune(out, 1, 0, -1, -1), PLAIT_ERR_INVALID_ARG);
     if (!strstr(plait_last_error(), "ckpt-00000001/notes"))
         fail_msg("the refusal should name the entry: %s", plait_last_error());
     assert_true(exists(out, "ckpt-00000001/COMPLETE"));
@@ -331,6 +349,7 @@ int main(void) {
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_role),
         cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_prune_keep_every),
         cmocka_unit_test(test_prune_refuses_foreign_entries),
         cmocka_unit_test(test_fs),
     };

@@ -50,7 +50,7 @@ static void save(const char *out_dir, int64_t step, const tensor_spec *t, size_t
     }
     snprintf(dir, cap, "%s", plait_ckpt_writer_dir(w));
     plait_ckpt_state s = {.step = step, .seed = 1, .data_step = step, .optim_step = step};
-    assert_int_equal(plait_ckpt_commit(w, &s, 0), PLAIT_OK);
+    assert_int_equal(plait_ckpt_commit(w, &s, 0, 0), PLAIT_OK);
 }
 
 /* ckpt_diff A B args...; its stdout and stderr land in out / err. */

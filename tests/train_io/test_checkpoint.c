@@ -116,7 +116,7 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
                           .data = {.path = "data/corpus \"x\".txt", .tokens = 383157, .train_tokens = 344842,
                                    .train_crc32c = 0x0123abcdu},
                           .layout = "dp=1 tp=1 pp=1 optim=adam"};
-    return plait_ckpt_commit(w, &s, keep);
+    return plait_ckpt_commit(w, &s, keep, 0);
 }
 
 static void test_round_trip(void **state) {
@@ -474,7 +474,7 @@ static void test_prune(void **state) {
     char odd[PATH_MAX];
     snprintf(odd, sizeof odd, "%s/ckpt-00000004/keepme", out);
     assert_int_equal(mkdir(odd, 0755), 0);
-    assert_int_equal(plait_ckpt_prune(out, 1, -1, -1), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_ckpt_prune(out, 1, 0, -1, -1), PLAIT_ERR_INVALID_ARG);
     assert_int_equal(access(odd, F_OK), 0);
     assert_int_equal(latest_step(out), 5);
     /* Non-checkpoint entries are ignored. */
@@ -598,7 +598,7 @@ static void test_writer_misuse(void **state) {
     assert_int_equal(plait_ckpt_write(w, "y", (float[]){1, 2}, 2), PLAIT_ERR_INVALID_ARG);
     /* Commit with an unwritten tensor fails and leaves no complete checkpoint. */
     plait_ckpt_state st = {.step = 7};
-    assert_int_equal(plait_ckpt_commit(w, &st, 0), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_ckpt_commit(w, &st, 0, 0), PLAIT_ERR_INVALID_ARG);
     assert_error_contains("x has 0 of its 2 elements");
     assert_int_equal(latest_step(out), -1);
     /* Nothing but the empty directory is left behind. */

@@ -562,7 +562,7 @@ static void save_checkpoint(const char *out, int64_t s, void *st, tiny *t) {
         }
     }
     plait_ckpt_state cs = {.step = s, .seed = 1337, .data_step = s, .optim_step = ops->get_step(st)};
-    assert_int_equal(plait_ckpt_commit(w, &cs, 2), PLAIT_OK);
+    assert_int_equal(plait_ckpt_commit(w, &cs, 2, 0), PLAIT_OK);
 }
 
 static void test_resume_is_bit_exact(void **state) {
