@@ -371,7 +371,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->fused_loss = PLAIT_KERNELS_HAS_FUSED_LOSS(m->k);
     m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
-    m->loss_scale = 1.0f / (float)(m->B * m->T);
+    m->loss_scale = m->token_scale = 1.0f / (float)(m->B * m->T);
     /* bf16 activations where every kernel the GPT's one-pass backward runs
      * has its bf16 form and the layout needs nothing more (the rule:
      * plait_model_grants_bf16) */
@@ -473,7 +473,9 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
     return PLAIT_OK;
 }
 
-void plait_model_set_loss_scale(plait_model *m, float scale) { m->loss_scale = scale; }
+void plait_model_set_loss_scale(plait_model *m, float scale) { m->loss_scale = m->token_scale = scale; }
+
+void plait_model_set_target_scale(plait_model *m, float scale) { m->loss_scale = scale; }
 
 void plait_model_keep_logits(plait_model *m, int keep) { m->keep_logits = keep != 0; }
 

@@ -216,8 +216,14 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
                                    const int32_t *targets);
 
 /* Scale of d(Σ token losses) used by backward: 1 / (tokens in the global batch).
- * Default 1 / (tokens in one micro-batch). */
+ * Default 1 / (tokens in one micro-batch). Also each token's weight in the
+ * experts' balancing losses. */
 void plait_model_set_loss_scale(plait_model *m, float scale);
+
+/* The cross-entropy's scale alone, for a step whose loss leaves targets
+ * out (negative ones: [data] eod_mask_loss): 1 / the targets that count
+ * in the global batch; the balancing losses keep set_loss_scale's. */
+void plait_model_set_target_scale(plait_model *m, float scale);
 
 /* Where a forward with targets leaves the logits. 0 (the default, what
  * training wants): with a device whose table has crossentropy_fused and

@@ -273,7 +273,9 @@ struct plait_model {
     float *qkv_pack;                  /* llama: q's, k's and v's weights (or gradients) stacked [Wq,C] where a
                                        * layout keeps them apart; allocated then (llama_layers.c) */
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
-    float loss_scale;
+    float loss_scale;                     /* d(Σ token losses): 1 / the step's tokens that count */
+    float token_scale;                    /* a token's share of the batch, 1 / its tokens: the experts' balancing
+                                       * losses' weight, whatever the loss leaves out */
     int32_t max_slots;
     int split;                        /* the backward runs in two halves (zero-bubble schedules) */
     int fused_attn;                   /* the device's fused attention (no T×T probabilities) */

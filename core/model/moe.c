@@ -345,7 +345,7 @@ static plait_status read_routes(plait_model *m, const moe_dims *d, moe_acts *a, 
                                                       * group's ranks route the same tokens, counted once */
         double aux, z;
         losses(m, d, h, h + N * E, routed, &aux, &z);
-        const double share = (double)N * (double)m->loss_scale;
+        const double share = (double)N * (double)m->token_scale;
         m->moe_aux += aux * share;
         m->moe_z += z * share;
         m->moe_dropped += *dropped;
@@ -531,7 +531,7 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     else m->k->moe_unpermute_backward(sc.dy, sc.dgate, dy, a->y, a->row, a->gate, N, k, C);
     if (m->tp_ops && (st = gate_grads_tp(m, &d, sc.dgate, sc.dlogits, layer)) != PLAIT_OK) return st;
     m->k->moe_route_backward(sc.dlogits, sc.dgate, a->logits, a->scores, a->lse, a->idx, a->gate, a->routed, N, d.E, k,
-                             md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
+                             md->sigmoid, md->aux, md->z, (double)N * (double)m->token_scale);
     if (!one) m->k->copy(a->kdlogits, sc.dlogits, (size_t)(N * d.E));
     if (m->ep == 1 && d.bf) {
         const mlp_wbf w = plait_moe_bf16_w(m, &d, layer, 0);

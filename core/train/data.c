@@ -44,6 +44,7 @@ struct plait_data {
      * windows of seq_len + 1 tokens (0 under random sampling) */
     int64_t global_batch, windows;
     plait_batch_skip skip; /* [data] skip_batches: training batches never read */
+    int32_t eod_mask;      /* [data] eod_mask_loss: the token whose next target counts not; -1 none */
 };
 
 /* The file holding token `index` (binary search over the starts). */
@@ -177,6 +178,7 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     d->seq_len = opts->seq_len;
     d->seed = opts->seed;
     if (opts->skip) d->skip = *opts->skip;
+    d->eod_mask = opts->mask_eod ? opts->eod_token : -1;
     if (opts->epochs && (opts->global_batch < 1 || opts->n_sets > 0)) {
         free(d);
         free(names);
@@ -438,6 +440,8 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
         .seed = (uint64_t)plait_config_int(cfg, "run", "seed"),
         .epochs = strcmp(plait_config_str(cfg, "data", "sampling"), "epochs") == 0,
         .global_batch = global_batch,
+        .mask_eod = plait_config_bool(cfg, "data", "eod_mask_loss"),
+        .eod_token = (int32_t)plait_config_int(cfg, "data", "eod_token"),
     };
     if (!path || !*path)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
@@ -616,9 +620,30 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
             if (tgt)
                 for (int32_t t = 0; t < T; t++) tgt[t] = plait_data_token(d, start + t + 1);
         }
+        if (tgt && d->eod_mask >= 0)
+            for (int32_t t = 0; t < T; t++)
+                if (tok[t] == d->eod_mask) tgt[t] = -1;
     }
     plait_map_guard_leave(&guard);
     return PLAIT_OK;
 }
 
 int64_t plait_data_epoch_windows(const plait_data *d) { return d->windows; }
+
+plait_status plait_data_step_targets(const plait_data *d, plait_data_split split, int64_t step, int64_t n, int32_t T,
+                                     int64_t *count) {
+    *count = n * T;
+    if (d->eod_mask < 0) return PLAIT_OK;
+    plait_map_guard guard; /* as plait_data_batch: a file truncated under the run */
+    plait_map_guard_enter(&guard, maps_cover, d);
+    if (sigsetjmp(guard.jump, 1) != 0) {
+        plait_map_guard_leave(&guard);
+        return file_changed(d);
+    }
+    for (int64_t g = 0; g < n; g++) {
+        const int64_t start = plait_data_sequence_start(d, split, step, g);
+        for (int32_t t = 0; t < T; t++) *count -= plait_data_token(d, start + t) == d->eod_mask;
+    }
+    plait_map_guard_leave(&guard);
+    return PLAIT_OK;
+}

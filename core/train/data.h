@@ -109,6 +109,10 @@ typedef struct plait_data_options {
     int64_t global_batch;
     /* [data] skip_batches: training batches never read (NULL = none; copied) */
     const struct plait_batch_skip *skip;
+    /* [data] eod_mask_loss: a target whose input token is eod_token is
+     * left out of the loss (-1 in the batch's targets) */
+    int mask_eod;
+    int32_t eod_token;
 } plait_data_options;
 
 typedef struct plait_data plait_data;
@@ -199,10 +203,20 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
  * sequences of T tokens: row r is sequence g = j*B + r; tokens[r*T + t] =
  * data[start + t], targets[r*T + t] = data[start + t + 1]. T must equal the
  * seq_len given at open or be smaller. `targets` may be NULL (tokens only).
+ * With [data] eod_mask_loss a target whose token (the input before it) is
+ * eod_token is -1: no loss there (Megatron-LM's --eod-mask-loss: nothing
+ * predicts a document's first token from the end of the one before).
  * Fails with PLAIT_ERR_INVALID_ARG for B < 1, T out of range, negative step
  * or micro-batch, or a VAL read without a validation split. */
 plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64_t step,
                               int64_t micro_batch, int32_t B, int32_t T, int32_t *tokens,
                               int32_t *targets);
+
+/* *count = the targets that count in the loss among sequences 0 .. n-1 of
+ * `split` at `step`, T tokens each: n·T, less those whose input token is
+ * the masked end-of-document token ([data] eod_mask_loss; none without
+ * it). Fails only where a file changed under the run (as plait_data_batch). */
+plait_status plait_data_step_targets(const plait_data *d, plait_data_split split, int64_t step, int64_t n, int32_t T,
+                                     int64_t *count);
 
 #endif

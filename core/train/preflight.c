@@ -45,6 +45,23 @@ static plait_status check_evaluation(const plait_config *cfg) {
                            ev_where, (long long)eval_every, vf_where);
 }
 
+/* [data] eod_mask_loss needs the token it masks after: a real one. */
+static plait_status check_eod(const plait_config *cfg) {
+    if (!plait_config_bool(cfg, "data", "eod_mask_loss")) return PLAIT_OK;
+    const int64_t eod = plait_config_int(cfg, "data", "eod_token"),
+                  vocab = plait_config_int(cfg, "model", "vocab_size");
+    if (eod >= 0 && eod < vocab) return PLAIT_OK;
+    const char *where = "", *tok_where = "";
+    plait_config_origin(cfg, "data", "eod_mask_loss", &where);
+    plait_config_origin(cfg, "data", "eod_token", &tok_where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [data] eod_mask_loss = true leaves out the target after each [data] eod_token, but "
+                           "%s: eod_token = %lld is no token of [model] vocab_size = %lld: give the id the data's "
+                           "documents end with (GPT-2's <|endoftext|> is 50256; 10, a newline, for bytes), or "
+                           "eod_mask_loss = false",
+                           where, tok_where, (long long)eod, (long long)vocab);
+}
+
 /* A gathered save passes every tensor through world rank 0 as it is
  * gathered: no rank has a snapshot of its own to write in the background. */
 static plait_status check_ckpt_async(const plait_config *cfg) {
@@ -139,6 +156,7 @@ plait_status plait_check_key_rules(const plait_config *cfg) {
     int64_t first, last;
     plait_status st = check_evaluation(cfg);
     if (st == PLAIT_OK) st = check_ckpt_async(cfg);
+    if (st == PLAIT_OK) st = check_eod(cfg);
     if (st == PLAIT_OK) st = check_offload(cfg);
     if (st == PLAIT_OK) st = check_lr(cfg);
     int sets = 0;

@@ -100,6 +100,8 @@ typedef struct plait_step_exec {
     int32_t max_slots;
     int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
     int64_t n_micro_batches;  /* of a step over all ranks (plait_batch_micro_batches) */
+    int64_t loss_targets;     /* the targets that count in the pass's loss: global batch x block_size,
+                               * less those [data] eod_mask_loss leaves out */
     /* the sends in flight (step_pipeline.c), per kind (act, grad) a ring
      * of send_window entries, oldest at send_head[kind], send_n[kind] of
      * them: each its request and the pool buffer it reads */

@@ -314,6 +314,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (have_source) plait_run_source_close(&source);
     if (st == PLAIT_OK)
         plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->work.batch.global_batch * run->model.block_size));
+    run->exec.loss_targets = run->work.batch.global_batch * run->model.block_size; /* until a pass counts them */
     /* each setup call was compared on its own (plugin/loader.h); the
      * others of the set-up (plan, materialize, bind, a restore) here */
     if (st == PLAIT_OK) st = plait_run_check_process(run, "the run's set-up: its calls");

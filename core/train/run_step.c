@@ -32,6 +32,7 @@
 #include "runtime/memory.h"
 #include "runtime/trace.h"
 #include "runtime/trace_nvtx.h"
+#include "train/data.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/step_pipeline.h"
@@ -45,6 +46,21 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
 static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t, const plait_optim_step_out *out,
                                 double *sumsq);
 static void take_plugin_stats(plait_run *run, const plait_optim_step_out *out, plait_step_result *res);
+
+/* The targets that count in a pass's loss (every one but those [data]
+ * eod_mask_loss leaves out), counted by every rank from the data alone,
+ * and the head's gradient scale to match: each counted target weighs
+ * 1 / their number, so the loss is their mean on every layout alike. */
+static plait_status count_targets(plait_run *run, plait_data_split split, int64_t step) {
+    plait_status st = plait_data_step_targets(run->data, split, step, run->work.batch.global_batch,
+                                              run->model.block_size, &run->exec.loss_targets);
+    if (st != PLAIT_OK) return st;
+    if (run->exec.loss_targets < 1) run->exec.loss_targets = 1; /* a batch of nothing but document ends */
+    /* (unmasked, the scale the run set up: 1 / the batch's tokens, rounded alike) */
+    if (run->model.instance)
+        plait_model_set_target_scale(run->model.instance, 1.0f / (float)((double)run->exec.loss_targets));
+    return PLAIT_OK;
+}
 
 /* The optimizer left the step's global Σg² on the device (ABI 1.7). */
 static int norm_on_device(const plait_optim_step_out *out) {
@@ -73,6 +89,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (run->parallel.ops->begin_step) st = run->parallel.ops->begin_step(run->parallel.state, run->step);
     /* forward, backward, reduce and the optimizer step */
     plait_optim_step_out out = {.struct_size = sizeof out};
+    if (st == PLAIT_OK) st = count_targets(run, PLAIT_DATA_TRAIN, run->step);
     if (st == PLAIT_OK) st = run_schedule(run, TRAIN, run->step, &res->t, &out);
     /* the loss, with every stage's times in the same all-reduce */
     if (st == PLAIT_OK)
@@ -134,7 +151,8 @@ plait_status plait_run_eval(plait_run *run, double *val_loss, int64_t *sequences
     if (run->model.instance) plait_model_forward_only(run->model.instance, 1);
     plait_status st = PLAIT_OK;
     for (int64_t p = 0; p < passes && st == PLAIT_OK; p++) {
-        st = run_schedule(run, EVAL, p, &t, NULL);
+        st = count_targets(run, PLAIT_DATA_VAL, p);
+        if (st == PLAIT_OK) st = run_schedule(run, EVAL, p, &t, NULL);
         double loss = 0;
         if (st == PLAIT_OK) st = global_loss(run, &loss, &t, NULL, NULL);
         total += loss;
@@ -555,8 +573,7 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
         plait_trace_span(PLAIT_TRACE_WAIT, "step loss", t0, t1, &ta);
     }
     if (st != PLAIT_OK) return st;
-    *loss = plait_sum_tree_f64(run->exec.mb_loss, (int32_t)n) /
-            ((double)run->work.batch.global_batch * run->model.block_size);
+    *loss = plait_sum_tree_f64(run->exec.mb_loss, (int32_t)n) / (double)run->exec.loss_targets;
     return PLAIT_OK;
 }
 

@@ -617,6 +617,46 @@ static void test_skip_batches(void **state) {
     }
 }
 
+/* [data] eod_mask_loss: a target whose input token is the end of a
+ * document is -1, and the step's count of targets that count is the
+ * batch's tokens less those. */
+static void test_eod_mask(void **state) {
+    (void)state;
+    const int32_t B = 4, T = 16, eod = text_byte(5); /* a byte the pattern holds now and then */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/text-eod.txt", scratch);
+    make_text(path, 4000);
+    plait_data_options o = {.path = path, .val_fraction = 0.1, .vocab_size = 256, .seq_len = T, .seed = 2};
+    plait_data *plain, *masked;
+    if (plait_data_open(&o, &plain) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    o.mask_eod = 1;
+    o.eod_token = eod;
+    if (plait_data_open(&o, &masked) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    int64_t seen = 0;
+    for (int split = 0; split < 2; split++)
+        for (int64_t step = 0; step < 40; step++) {
+            int64_t counted = 0, want = 2 * B * T;
+            for (int64_t j = 0; j < 2; j++) {
+                int32_t tok[4 * 16], tgt[4 * 16], ptok[4 * 16], ptgt[4 * 16];
+                assert_int_equal(plait_data_batch(masked, split, step, j, B, T, tok, tgt), PLAIT_OK);
+                assert_int_equal(plait_data_batch(plain, split, step, j, B, T, ptok, ptgt), PLAIT_OK);
+                assert_memory_equal(tok, ptok, sizeof tok);
+                for (int i = 0; i < B * T; i++) {
+                    assert_int_equal(tgt[i], tok[i] == eod ? -1 : ptgt[i]);
+                    want -= tok[i] == eod;
+                    seen += tok[i] == eod;
+                }
+            }
+            assert_int_equal(plait_data_step_targets(masked, split, step, 2 * B, T, &counted), PLAIT_OK);
+            assert_int_equal(counted, want);
+            assert_int_equal(plait_data_step_targets(plain, split, step, 2 * B, T, &counted), PLAIT_OK);
+            assert_int_equal(counted, 2 * B * T);
+        }
+    assert_true(seen > 10); /* the test masked something */
+    plait_data_close(plain);
+    plait_data_close(masked);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_are_deterministic),
@@ -631,6 +671,7 @@ int main(void) {
         cmocka_unit_test(test_blend_config),
         cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_skip_batches),
+        cmocka_unit_test(test_eod_mask),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
