@@ -1,4 +1,5 @@
-/* plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N] [--dtype D] */
+/* plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N] [--dtype D]
+ * [--json-key KEY] */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static void progress(void *ctx, uint64_t done, uint64_t total, int64_t tokens) {
 }
 
 static int cmd_prepare(int argc, char **argv) {
-    const char *tok_dir = NULL, *out = NULL;
+    const char *tok_dir = NULL, *out = NULL, *json_key = NULL;
     double val = 0.1;
     long long shard = 100000000;
     int dtype = 0, n = 0;
@@ -55,7 +56,7 @@ static int cmd_prepare(int argc, char **argv) {
             continue;
         }
         if (strcmp(a, "--tokenizer") && strcmp(a, "--out") && strcmp(a, "--val-fraction") &&
-            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype")) {
+            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype") && strcmp(a, "--json-key")) {
             rc = bad("unknown option '%s'", a);
             break;
         }
@@ -66,6 +67,7 @@ static int cmd_prepare(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--tokenizer")) tok_dir = v;
         else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--json-key")) json_key = v;
         else if (!strcmp(a, "--val-fraction")) {
             val = strtod(v, &end);
             if (!*v || *end || !(val >= 0 && val < 1)) rc = bad("--val-fraction %s: must be 0 <= F < 1", v);
@@ -86,8 +88,16 @@ static int cmd_prepare(int argc, char **argv) {
     plait_status st = plait_tokenizer_load(tok_dir, &tok);
     plait_phase bar;
     plait_phase_begin(&bar, stderr, -1);
-    plait_prepare_options o = {.inputs = inputs, .n_inputs = n, .tokenizer = tok, .out_dir = out, .val_fraction = val,
-                               .shard_tokens = shard, .dtype_bytes = dtype, .progress = progress, .ctx = &bar};
+    plait_prepare_options o = {.inputs = inputs,
+                               .n_inputs = n,
+                               .tokenizer = tok,
+                               .out_dir = out,
+                               .val_fraction = val,
+                               .shard_tokens = shard,
+                               .dtype_bytes = dtype,
+                               .json_key = json_key,
+                               .progress = progress,
+                               .ctx = &bar};
     plait_prepare_result r;
     if (st == PLAIT_OK) st = plait_data_prepare(&o, &r);
     if (st == PLAIT_OK) {
@@ -117,9 +127,10 @@ static int cmd_data(int argc, char **argv, const plait_cli_job_opts *job) {
 const plait_command plait_cmd_data = {
     "data", "tokenize text into token files for training",
     "usage: plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N]\n"
-    "                          [--dtype auto|u16|u32]\n\n"
+    "                          [--dtype auto|u16|u32] [--json-key KEY]\n\n"
     "Encodes each INPUT file (one document each, preceded by the token a tokenizer.json's post-processor\n"
-    "puts first, e.g. Llama 3's <|begin_of_text|>, else by <|endoftext|> when the vocabulary has it)\n"
+    "puts first, e.g. Llama 3's <|begin_of_text|>, else by <|endoftext|> when the vocabulary has it;\n"
+    "a JSON Lines file, *.jsonl or *.ndjson, one document a line: the string under --json-key)\n"
     "and writes llm.c's token files into DIR: train_000000.bin, ... and val_000000.bin, ..., plus the\n"
     "tokenizer's vocab.json and merges.txt (a copy of its tokenizer.json when those cannot describe it,\n"
     "as for Llama 3's). Train with [data] path = DIR/train_*.bin and\n"
@@ -128,5 +139,6 @@ const plait_command plait_cmd_data = {
     "  --out DIR            output directory; replaced whole, and only if it holds nothing but such files\n"
     "  --val-fraction F     the last F of the input bytes, from a line start, is the validation set (default 0.1)\n"
     "  --shard-tokens N     tokens per shard file (default 100000000, as llm.c's)\n"
-    "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n",
+    "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n"
+    "  --json-key KEY       the member holding a JSON Lines line's document (default text)\n",
     cmd_data};

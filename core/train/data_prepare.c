@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
 #include "runtime/staged_dir.h"
+#include "train/jsonl.h"
 #include "train/token_file.h"
 
 /* One output split (train or val): its current shard and the counts. */
@@ -92,6 +93,31 @@ static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned 
     return st;
 }
 
+/* A JSON Lines input's documents in bytes [from, to), each a document
+ * start; the progress counts each line's bytes. */
+typedef struct jsonl_ctx {
+    prepare_run *r;
+    shard_stream *s;
+    size_t at; /* the byte the next line starts at */
+} jsonl_ctx;
+
+static plait_status jsonl_doc(void *ctx, const char *text, size_t len, size_t line_end) {
+    jsonl_ctx *j = ctx;
+    plait_status st = encode_part(j->r, j->s, (const unsigned char *)text, 0, len, 1);
+    j->r->bytes_before += (line_end - j->at) - len; /* the line's bytes, less the text encode_part counted */
+    j->at = line_end;
+    return st;
+}
+
+static plait_status encode_jsonl(prepare_run *r, shard_stream *s, const plait_mapped_file *f, const char *path,
+                                 size_t from, size_t to) {
+    jsonl_ctx j = {.r = r, .s = s, .at = from};
+    plait_status st = plait_jsonl_each(f->data, from, to, r->o->json_key ? r->o->json_key : "text", path, jsonl_doc,
+                                       &j);
+    r->bytes_before += to - j.at; /* blank lines at the end */
+    return st;
+}
+
 /* Where the validation part starts in the concatenated input: the first
  * line start at or after the byte share, or the exact byte if no line
  * starts later. Returns the global byte offset. */
@@ -141,6 +167,13 @@ plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_re
     uint64_t vstart = val_start(files, o->n_inputs, total, o->val_fraction), base = 0;
     for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
         uint64_t len = files[i].len, cut = vstart < base ? 0 : vstart - base < len ? vstart - base : len;
+        if (plait_jsonl_path(o->inputs[i])) { /* a document a line: the cut falls between lines */
+            while (cut > 0 && cut < len && files[i].data[cut - 1] != '\n') cut++;
+            if (cut > 0) st = encode_jsonl(&r, &train, &files[i], o->inputs[i], 0, cut);
+            if (st == PLAIT_OK && cut < len) st = encode_jsonl(&r, &val, &files[i], o->inputs[i], cut, len);
+            base += len;
+            continue;
+        }
         if (cut > 0 || vstart > base) st = encode_part(&r, &train, files[i].data, 0, cut, 1);
         if (st == PLAIT_OK && cut < len) st = encode_part(&r, &val, files[i].data, cut, len, cut == 0);
         base += len;

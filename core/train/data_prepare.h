@@ -1,7 +1,8 @@
 /*
  * Turning text into token files for training (`plait data prepare`), as
  * llm.c's and nanoGPT's prepare scripts do: every input file is one
- * document, encoded with a tokenizer and preceded by the token its
+ * document (a JSON Lines file, *.jsonl or *.ndjson, one a line: the string
+ * under json_key, as Megatron-LM's data preprocessing reads them), encoded with a tokenizer and preceded by the token its
  * tokenizer.json's post-processor puts first (Llama 3's <|begin_of_text|>)
  * or else, when the vocabulary has "<|endoftext|>", by that (llm.c's
  * convention: each document starts with the end-of-text token). The last `val_fraction` of the input bytes
@@ -41,6 +42,10 @@ typedef struct plait_prepare_options {
     double val_fraction;         /* 0 <= f < 1 */
     int64_t shard_tokens;        /* tokens per shard, >= 1 */
     int dtype_bytes;             /* 0 = by vocabulary, 2 = uint16, 4 = uint32 */
+    /* the member holding a JSON Lines input's documents (train/jsonl.h:
+     * an input named *.jsonl or *.ndjson is one document a line); NULL =
+     * "text" */
+    const char *json_key;
     /* progress (may be NULL): bytes of input done and in all, tokens so far */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
     void *ctx;

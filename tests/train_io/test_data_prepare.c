@@ -1,7 +1,7 @@
 /* plait data prepare's output read back through the data loader: shards,
  * the train/validation cut, uint16 and uint32, and the errors (a bad
  * header, a vocabulary too large for uint16, a foreign output directory)
- * naming the file and offset with nothing half written. */
+ * naming the file and offset with nothing half written; JSON Lines input. */
 #include "train_io_test.h"
 
 #include "runtime/mapped_file.h"
@@ -47,15 +47,22 @@ static void free_names(char **v, int n) {
     free(v);
 }
 
-static void test_shards_read_back_as_the_text(void **state) {
-    (void)state;
-    plait_mapped_file corpus;
-    assert_int_equal(plait_mapped_file_open(corpus_path(), &corpus), PLAIT_OK);
-    const void *texts[] = {corpus.data};
-    size_t lens[] = {corpus.len};
+/* A 512-token BPE learned on the bundled corpus, which stays mapped in
+ * *corpus. */
+static plait_tokenizer *corpus_tokenizer(plait_mapped_file *corpus) {
+    assert_int_equal(plait_mapped_file_open(corpus_path(), corpus), PLAIT_OK);
+    const void *texts[] = {corpus->data};
+    size_t lens[] = {corpus->len};
     plait_tokenizer_train_options to = {.vocab_size = 512};
     plait_tokenizer *tok = NULL;
     assert_int_equal(plait_tokenizer_train(&to, texts, lens, 1, &tok), PLAIT_OK);
+    return tok;
+}
+
+static void test_shards_read_back_as_the_text(void **state) {
+    (void)state;
+    plait_mapped_file corpus;
+    plait_tokenizer *tok = corpus_tokenizer(&corpus);
 
     char out[PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/ds", scratch);
@@ -274,12 +281,107 @@ static void test_bad_headers(void **state) {
     free(copy);
 }
 
+/* Reads every token of a prepared directory's first shard of `split`. */
+static int64_t read_split(const char *dir, const char *split, int32_t *ids, int64_t cap) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s_000000.bin", dir, split);
+    plait_data_options d_o = {.path = path, .vocab_size = 512, .seq_len = 1, .val_fraction = 0};
+    plait_data *d = NULL;
+    if (plait_data_open(&d_o, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    int64_t n = plait_data_tokens(d);
+    assert_true(n <= cap);
+    for (int64_t i = 0; i < n; i++) ids[i] = plait_data_token(d, i);
+    plait_data_close(d);
+    return n;
+}
+
+/* JSON Lines: each line's "text" (escapes, \u and a surrogate pair
+ * decoded) is a document, exactly as the same documents given as files;
+ * the validation cut falls between lines; --json-key names another
+ * member; a bad line is refused naming the file and the line, nothing
+ * written. */
+static void test_jsonl(void **state) {
+    (void)state;
+    plait_mapped_file corpus;
+    plait_tokenizer *tok = corpus_tokenizer(&corpus);
+    static const char *const docs[] = {"First line\nsecond \"quoted\" line\n", "caf\xc3\xa9 \xf0\x9f\x98\x80 tab\there",
+                                       "the last document"};
+    char jsonl[PATH_MAX + 32], files[3][PATH_MAX + 32];
+    snprintf(jsonl, sizeof jsonl, "%s/docs.jsonl", scratch);
+    const char *body = "{\"id\": 1, \"text\": \"First line\\nsecond \\\"quoted\\\" line\\n\", \"score\": 0.5}\n"
+                       "\n"
+                       "{\"text\": \"caf\\u00e9 \\ud83d\\ude00 tab\\there\", \"ok\": true, \"meta\": null}\r\n"
+                       "{\"text\": \"the last document\", \"other\": \"x\"}\n";
+    write_bytes(jsonl, body, strlen(body));
+    for (int i = 0; i < 3; i++) {
+        snprintf(files[i], sizeof files[i], "%s/doc%d.txt", scratch, i);
+        write_bytes(files[i], docs[i], strlen(docs[i]));
+    }
+    char out_j[PATH_MAX + 32], out_f[PATH_MAX + 32];
+    snprintf(out_j, sizeof out_j, "%s/from-jsonl", scratch);
+    snprintf(out_f, sizeof out_f, "%s/from-files", scratch);
+    const char *in_j[] = {jsonl}, *in_f[] = {files[0], files[1], files[2]};
+    plait_prepare_options o = {.inputs = in_j, .n_inputs = 1, .tokenizer = tok, .out_dir = out_j, .shard_tokens = 1000};
+    plait_prepare_result r, rf;
+    if (plait_data_prepare(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    plait_prepare_options of = o;
+    of.inputs = in_f;
+    of.n_inputs = 3;
+    of.out_dir = out_f;
+    assert_int_equal(plait_data_prepare(&of, &rf), PLAIT_OK);
+    int32_t a[512], b[512];
+    int64_t na = read_split(out_j, "train", a, 512), nb = read_split(out_f, "train", b, 512);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, sizeof(int32_t) * (size_t)na);
+    int eots = 0;
+    for (int64_t i = 0; i < na; i++) eots += a[i] == plait_tokenizer_eot(tok);
+    assert_int_equal(eots, 3); /* a document start each */
+    /* the validation cut at a line start: the last document alone */
+    o.val_fraction = 0.3; /* 133 of 189 bytes: inside the third document's line, so from the fourth line */
+    if (plait_data_prepare(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    na = read_split(out_j, "val", a, 512);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(a[0], plait_tokenizer_eot(tok));
+    assert_int_equal(plait_tokenizer_decode(tok, a + 1, (size_t)na - 1, &text, &len), PLAIT_OK);
+    assert_int_equal(len, strlen(docs[2]));
+    assert_memory_equal(text, docs[2], len);
+    free(text);
+    /* another member */
+    const char *other = "{\"body\": \"one\"}\n{\"body\": \"two\"}\n";
+    write_bytes(jsonl, other, strlen(other));
+    o.val_fraction = 0;
+    o.json_key = "body";
+    assert_int_equal(plait_data_prepare(&o, &r), PLAIT_OK);
+    /* bad lines: refused naming the file and line; the directory as it was */
+    static const struct {
+        const char *body, *want;
+    } bad[] = {
+        {"{\"text\": \"a\"}\n[1, 2]\n", "docs.jsonl: line 2: not a JSON object"},
+        {"{\"text\": \"a\"}\n\n{\"body\": \"b\"}\n", "docs.jsonl: line 3: the object has no \"text\""},
+        {"{\"text\": 5}\n", "docs.jsonl: line 1: \"text\" is not a string"},
+        {"{\"text\": \"a\"\n", "docs.jsonl: line 1"},
+        {"{\"text\": \"a\\u0000b\"}\n", "docs.jsonl: line 1"},
+    };
+    o.json_key = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_bytes(jsonl, bad[i].body, strlen(bad[i].body));
+        assert_int_equal(plait_data_prepare(&o, &r), PLAIT_ERR_PROTOCOL);
+        if (!strstr(plait_last_error(), bad[i].want)) fail_msg("%s lacks %s", plait_last_error(), bad[i].want);
+    }
+    na = read_split(out_j, "train", a, 512); /* the "body" run's output, whole */
+    assert_true(na > 2);
+    plait_tokenizer_free(tok);
+    plait_mapped_file_close(&corpus);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shards_read_back_as_the_text),
         cmocka_unit_test(test_uint32_and_dtype_errors),
         cmocka_unit_test(test_bad_headers),
         cmocka_unit_test(test_llama3_tokenizer),
+        cmocka_unit_test(test_jsonl),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# plait data prepare of JSON Lines: the bundled corpus's paragraphs as a
+# .jsonl file (one object a paragraph, the text under "body") prepared with
+# --json-key body gives a document-start token a paragraph and trains;
+# without --json-key the lines are refused naming the file and line, and
+# the output directory is not made.
+source "$(dirname "$0")/lib.sh"
+jsonl=$E2E_WORK/corpus.jsonl
+python3 - "$PLAIT_SOURCE_DIR/data/corpus.txt" "$jsonl" <<'PY'
+import json, sys
+paras = [p for p in open(sys.argv[1], encoding="utf-8").read().split("\n\n") if p.strip()]
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    for i, p in enumerate(paras):
+        f.write(json.dumps({"id": i, "body": p + "\n"}) + "\n")
+print(len(paras))
+PY
+paras=$(wc -l <"$jsonl")
+out=$("$PLAIT_BIN" data prepare "$jsonl" --json-key text --tokenizer data/tokenizers/gpt2 --out "$E2E_WORK/none" 2>&1) &&
+  fail "prepare took lines without \"text\": $out"
+grep -q "corpus.jsonl: line 1: the object has no \"text\" (name the document's member with --json-key)" <<<"$out" ||
+  fail "the refusal: $out"
+[ ! -e "$E2E_WORK/none" ] || fail "a refused prepare left its output directory"
+"$PLAIT_BIN" data prepare "$jsonl" --json-key body --tokenizer data/tokenizers/gpt2 --out "$E2E_WORK/ds" \
+  >"$E2E_WORK/prepare.out" 2>&1 || fail "prepare: $(tail -n 3 "$E2E_WORK/prepare.out")"
+docs=$(python3 - "$E2E_WORK/ds" <<'PY'
+import glob, struct, sys
+n = 0
+for path in sorted(glob.glob(sys.argv[1] + "/*_*.bin")):
+    data = open(path, "rb").read()
+    toks = struct.unpack("<%dH" % ((len(data) - 1024) // 2), data[1024:])
+    n += sum(1 for t in toks if t == 50256)
+print(n)
+PY
+)
+[ "$docs" = "$paras" ] || fail "$paras paragraphs gave $docs document starts"
+train jsonl run.steps=2 model.vocab_size=50304 "data.path=$E2E_WORK/ds/train_*.bin" "data.val_path=$E2E_WORK/ds/val_*.bin" \
+  data.tokenizer=data/tokenizers/gpt2
+echo "data prepare: $paras JSON Lines documents, each with its start token; trained; a wrong key refused"
