@@ -1,12 +1,17 @@
 /* plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N] [--dtype D]
- * [--json-key KEY] */
+ * [--format F] [--json-key KEY]; INPUT - is stdin */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "runtime/error.h"
 #include "runtime/phase.h"
+#include "runtime/scratch_dir.h"
 #include "train/data_prepare.h"
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -40,8 +45,33 @@ static void progress(void *ctx, uint64_t done, uint64_t total, int64_t tokens) {
                         (double)done / 1e6, (double)total / 1e6, (long long)tokens, rate);
 }
 
+/* "-": standard input, copied to a file in a scratch directory first
+ * (the validation cut needs the input's length, and the encoder maps its
+ * input), so that a compressed corpus is prepared through a pipe
+ * (`zstdcat x.jsonl.zst | plait data prepare - --format jsonl ...`). */
+static plait_status spool_stdin(char *dir, size_t dcap, char *path, size_t pcap) {
+    if (isatty(STDIN_FILENO))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "- reads the input from stdin, which is a terminal: pipe the "
+                                                      "text in (cat, zstdcat, zcat ...) or name a file");
+    plait_status st = plait_scratch_dir_make("plait-prepare", dir, dcap);
+    if (st != PLAIT_OK) return st;
+    snprintf(path, pcap, "%s/stdin", dir);
+    FILE *f = fopen(path, "wbx");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", path, strerror(errno));
+    char buf[1 << 16];
+    ssize_t got;
+    while ((got = read(STDIN_FILENO, buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR))
+        if (got > 0 && fwrite(buf, 1, (size_t)got, f) != (size_t)got) break;
+    int failed = got != 0 || ferror(f);
+    int saved = errno;
+    if (fclose(f) != 0 && !failed) failed = 1, saved = errno;
+    if (failed) return plait_set_error(PLAIT_ERR_SYSTEM, "copying stdin to %s: %s", path, strerror(saved));
+    return PLAIT_OK;
+}
+
 static int cmd_prepare(int argc, char **argv) {
     const char *tok_dir = NULL, *out = NULL, *json_key = NULL;
+    int format = 0, stdin_at = -1;
     double val = 0.1;
     long long shard = 100000000;
     int dtype = 0, n = 0;
@@ -52,11 +82,13 @@ static int cmd_prepare(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (a[0] != '-' || !a[1]) {
+            if (!strcmp(a, "-") && stdin_at >= 0) rc = bad("- (stdin) may be given once");
+            if (!strcmp(a, "-")) stdin_at = n;
             inputs[n++] = a;
             continue;
         }
         if (strcmp(a, "--tokenizer") && strcmp(a, "--out") && strcmp(a, "--val-fraction") &&
-            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype") && strcmp(a, "--json-key")) {
+            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype") && strcmp(a, "--json-key") && strcmp(a, "--format")) {
             rc = bad("unknown option '%s'", a);
             break;
         }
@@ -68,7 +100,13 @@ static int cmd_prepare(int argc, char **argv) {
         if (!strcmp(a, "--tokenizer")) tok_dir = v;
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--json-key")) json_key = v;
-        else if (!strcmp(a, "--val-fraction")) {
+        else if (!strcmp(a, "--format")) {
+            format = !strcmp(v, "text")    ? PLAIT_PREPARE_TEXT
+                     : !strcmp(v, "jsonl") ? PLAIT_PREPARE_JSONL
+                     : !strcmp(v, "auto")  ? 0
+                                           : -1;
+            if (format < 0) rc = bad("--format %s: must be auto, text or jsonl", v);
+        } else if (!strcmp(a, "--val-fraction")) {
             val = strtod(v, &end);
             if (!*v || *end || !(val >= 0 && val < 1)) rc = bad("--val-fraction %s: must be 0 <= F < 1", v);
         } else if (!strcmp(a, "--shard-tokens")) {
@@ -85,7 +123,10 @@ static int cmd_prepare(int argc, char **argv) {
         return rc;
     }
     plait_tokenizer *tok = NULL;
-    plait_status st = plait_tokenizer_load(tok_dir, &tok);
+    char spool_dir[PATH_MAX] = "", spooled[PATH_MAX + 16];
+    plait_status st = stdin_at >= 0 ? spool_stdin(spool_dir, sizeof spool_dir, spooled, sizeof spooled) : PLAIT_OK;
+    if (stdin_at >= 0 && st == PLAIT_OK) inputs[stdin_at] = spooled;
+    if (st == PLAIT_OK) st = plait_tokenizer_load(tok_dir, &tok);
     plait_phase bar;
     plait_phase_begin(&bar, stderr, -1);
     plait_prepare_options o = {.inputs = inputs,
@@ -96,6 +137,7 @@ static int cmd_prepare(int argc, char **argv) {
                                .shard_tokens = shard,
                                .dtype_bytes = dtype,
                                .json_key = json_key,
+                               .format = format,
                                .progress = progress,
                                .ctx = &bar};
     plait_prepare_result r;
@@ -110,6 +152,7 @@ static int cmd_prepare(int argc, char **argv) {
     }
     plait_tokenizer_free(tok);
     free(inputs);
+    if (spool_dir[0]) (void)plait_scratch_dir_remove(spool_dir);
     if (st != PLAIT_OK) {
         plait_cli_print_error("data prepare");
         return 1;
@@ -127,10 +170,11 @@ static int cmd_data(int argc, char **argv, const plait_cli_job_opts *job) {
 const plait_command plait_cmd_data = {
     "data", "tokenize text into token files for training",
     "usage: plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N]\n"
-    "                          [--dtype auto|u16|u32] [--json-key KEY]\n\n"
+    "                          [--dtype auto|u16|u32] [--format auto|text|jsonl] [--json-key KEY]\n\n"
     "Encodes each INPUT file (one document each, preceded by the token a tokenizer.json's post-processor\n"
     "puts first, e.g. Llama 3's <|begin_of_text|>, else by <|endoftext|> when the vocabulary has it;\n"
-    "a JSON Lines file, *.jsonl or *.ndjson, one document a line: the string under --json-key)\n"
+    "a JSON Lines file, *.jsonl or *.ndjson, one document a line: the string under --json-key;\n"
+    "- reads stdin, copied to $TMPDIR first: zstdcat x.jsonl.zst | plait data prepare - --format jsonl ...)\n"
     "and writes llm.c's token files into DIR: train_000000.bin, ... and val_000000.bin, ..., plus the\n"
     "tokenizer's vocab.json and merges.txt (a copy of its tokenizer.json when those cannot describe it,\n"
     "as for Llama 3's). Train with [data] path = DIR/train_*.bin and\n"
@@ -140,5 +184,6 @@ const plait_command plait_cmd_data = {
     "  --val-fraction F     the last F of the input bytes, from a line start, is the validation set (default 0.1)\n"
     "  --shard-tokens N     tokens per shard file (default 100000000, as llm.c's)\n"
     "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n"
+    "  --format F           every input as text or jsonl; auto (default): jsonl by the name, else text\n"
     "  --json-key KEY       the member holding a JSON Lines line's document (default text)\n",
     cmd_data};

@@ -167,7 +167,8 @@ plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_re
     uint64_t vstart = val_start(files, o->n_inputs, total, o->val_fraction), base = 0;
     for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
         uint64_t len = files[i].len, cut = vstart < base ? 0 : vstart - base < len ? vstart - base : len;
-        if (plait_jsonl_path(o->inputs[i])) { /* a document a line: the cut falls between lines */
+        const int jsonl = o->format ? o->format == PLAIT_PREPARE_JSONL : plait_jsonl_path(o->inputs[i]);
+        if (jsonl) { /* a document a line: the cut falls between lines */
             while (cut > 0 && cut < len && files[i].data[cut - 1] != '\n') cut++;
             if (cut > 0) st = encode_jsonl(&r, &train, &files[i], o->inputs[i], 0, cut);
             if (st == PLAIT_OK && cut < len) st = encode_jsonl(&r, &val, &files[i], o->inputs[i], cut, len);

@@ -34,6 +34,8 @@
 
 #include "tokenizer/tokenizer.h"
 
+enum { PLAIT_PREPARE_TEXT = 1, PLAIT_PREPARE_JSONL = 2 };
+
 typedef struct plait_prepare_options {
     const char *const *inputs;   /* text files, in order */
     int n_inputs;
@@ -46,6 +48,9 @@ typedef struct plait_prepare_options {
      * an input named *.jsonl or *.ndjson is one document a line); NULL =
      * "text" */
     const char *json_key;
+    /* every input as: 0 = by its name (JSON Lines as above, else text),
+     * PLAIT_PREPARE_TEXT or PLAIT_PREPARE_JSONL */
+    int format;
     /* progress (may be NULL): bytes of input done and in all, tokens so far */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
     void *ctx;

@@ -2,8 +2,9 @@
 # plait data prepare of JSON Lines: the bundled corpus's paragraphs as a
 # .jsonl file (one object a paragraph, the text under "body") prepared with
 # --json-key body gives a document-start token a paragraph and trains;
-# without --json-key the lines are refused naming the file and line, and
-# the output directory is not made.
+# the same lines gzipped and piped to `-` with --format jsonl give the same
+# shards; without --json-key the lines are refused naming the file and
+# line, and the output directory is not made.
 source "$(dirname "$0")/lib.sh"
 jsonl=$E2E_WORK/corpus.jsonl
 python3 - "$PLAIT_SOURCE_DIR/data/corpus.txt" "$jsonl" <<'PY'
@@ -33,6 +34,12 @@ print(n)
 PY
 )
 [ "$docs" = "$paras" ] || fail "$paras paragraphs gave $docs document starts"
+gzip -c "$jsonl" >"$jsonl.gz"
+gzip -dc "$jsonl.gz" | "$PLAIT_BIN" data prepare - --format jsonl --json-key body --tokenizer data/tokenizers/gpt2 \
+  --out "$E2E_WORK/piped" >"$E2E_WORK/piped.out" 2>&1 || fail "prepare from stdin: $(tail -n 3 "$E2E_WORK/piped.out")"
+for f in train_000000.bin val_000000.bin; do
+  cmp -s "$E2E_WORK/ds/$f" "$E2E_WORK/piped/$f" || fail "$f from stdin differs from the file's"
+done
 train jsonl run.steps=2 model.vocab_size=50304 "data.path=$E2E_WORK/ds/train_*.bin" "data.val_path=$E2E_WORK/ds/val_*.bin" \
   data.tokenizer=data/tokenizers/gpt2
-echo "data prepare: $paras JSON Lines documents, each with its start token; trained; a wrong key refused"
+echo "data prepare: $paras JSON Lines documents, each with its start token; the same through a pipe; trained; a wrong key refused"
