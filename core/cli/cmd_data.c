@@ -1,5 +1,5 @@
 /* plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N] [--dtype D]
- * [--format F] [--json-key KEY]; INPUT - is stdin */
+ * [--format F] [--json-key KEY] [--workers N]; INPUT - is stdin */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -72,6 +72,7 @@ static plait_status spool_stdin(char *dir, size_t dcap, char *path, size_t pcap)
 static int cmd_prepare(int argc, char **argv) {
     const char *tok_dir = NULL, *out = NULL, *json_key = NULL;
     int format = 0, stdin_at = -1;
+    long long workers = 0;
     double val = 0.1;
     long long shard = 100000000;
     int dtype = 0, n = 0;
@@ -88,7 +89,8 @@ static int cmd_prepare(int argc, char **argv) {
             continue;
         }
         if (strcmp(a, "--tokenizer") && strcmp(a, "--out") && strcmp(a, "--val-fraction") &&
-            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype") && strcmp(a, "--json-key") && strcmp(a, "--format")) {
+            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype") && strcmp(a, "--json-key") && strcmp(a, "--format") &&
+            strcmp(a, "--workers")) {
             rc = bad("unknown option '%s'", a);
             break;
         }
@@ -100,7 +102,11 @@ static int cmd_prepare(int argc, char **argv) {
         if (!strcmp(a, "--tokenizer")) tok_dir = v;
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--json-key")) json_key = v;
-        else if (!strcmp(a, "--format")) {
+        else if (!strcmp(a, "--workers")) {
+            workers = strtoll(v, &end, 10);
+            if (!*v || *end || workers < 0 || workers > PLAIT_PREPARE_MAX_WORKERS)
+                rc = bad("--workers %s: must be 0 (the cores) .. %d", v, PLAIT_PREPARE_MAX_WORKERS);
+        } else if (!strcmp(a, "--format")) {
             format = !strcmp(v, "text")    ? PLAIT_PREPARE_TEXT
                      : !strcmp(v, "jsonl") ? PLAIT_PREPARE_JSONL
                      : !strcmp(v, "auto")  ? 0
@@ -138,6 +144,7 @@ static int cmd_prepare(int argc, char **argv) {
                                .dtype_bytes = dtype,
                                .json_key = json_key,
                                .format = format,
+                               .workers = (int)workers,
                                .progress = progress,
                                .ctx = &bar};
     plait_prepare_result r;
@@ -170,7 +177,8 @@ static int cmd_data(int argc, char **argv, const plait_cli_job_opts *job) {
 const plait_command plait_cmd_data = {
     "data", "tokenize text into token files for training",
     "usage: plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N]\n"
-    "                          [--dtype auto|u16|u32] [--format auto|text|jsonl] [--json-key KEY]\n\n"
+    "                          [--dtype auto|u16|u32] [--format auto|text|jsonl] [--json-key KEY]\n"
+    "                          [--workers N]\n\n"
     "Encodes each INPUT file (one document each, preceded by the token a tokenizer.json's post-processor\n"
     "puts first, e.g. Llama 3's <|begin_of_text|>, else by <|endoftext|> when the vocabulary has it;\n"
     "a JSON Lines file, *.jsonl or *.ndjson, one document a line: the string under --json-key;\n"
@@ -185,5 +193,6 @@ const plait_command plait_cmd_data = {
     "  --shard-tokens N     tokens per shard file (default 100000000, as llm.c's)\n"
     "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n"
     "  --format F           every input as text or jsonl; auto (default): jsonl by the name, else text\n"
-    "  --json-key KEY       the member holding a JSON Lines line's document (default text)\n",
+    "  --json-key KEY       the member holding a JSON Lines line's document (default text)\n"
+    "  --workers N          threads encoding JSON Lines documents (default 0: one a core; the same output)\n",
     cmd_data};

@@ -1,8 +1,11 @@
 #include "train/data_prepare.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/file_signature.h"
 #include "runtime/error.h"
@@ -25,6 +28,7 @@ typedef struct shard_stream {
 
 typedef struct prepare_run {
     const plait_prepare_options *o;
+    int workers;                 /* threads encoding a JSON Lines batch */
     shard_stream *stream;        /* where ids go now */
     uint64_t bytes_before;       /* input bytes of earlier pieces */
     uint64_t bytes_total;
@@ -73,15 +77,18 @@ static plait_status sink(void *ctx, const int32_t *ids, size_t n, size_t done) {
     return stream_write(r->stream, ids, n);
 }
 
+/* The token the tokenizer's post-processor puts before every text (Llama
+ * 3's <|begin_of_text|>), else the end-of-text token (GPT-2); -1 none. */
+static int32_t doc_start_token(const plait_tokenizer *t) {
+    return plait_tokenizer_bos(t) >= 0 ? plait_tokenizer_bos(t) : plait_tokenizer_eot(t);
+}
+
 /* Encode bytes [from, to) of a file into a split, a document start first
  * when `doc_start`. */
 static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from, size_t to,
                                 int doc_start) {
     r->stream = s;
-    /* the token the tokenizer's post-processor puts before every text
-     * (Llama 3's <|begin_of_text|>), else the end-of-text token (GPT-2) */
-    int32_t first = plait_tokenizer_bos(r->o->tokenizer) >= 0 ? plait_tokenizer_bos(r->o->tokenizer)
-                                                              : plait_tokenizer_eot(r->o->tokenizer);
+    int32_t first = doc_start_token(r->o->tokenizer);
     if (doc_start && first >= 0) {
         plait_status st = stream_write(s, &first, 1);
         if (st != PLAIT_OK) return st;
@@ -93,28 +100,108 @@ static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned 
     return st;
 }
 
-/* A JSON Lines input's documents in bytes [from, to), each a document
- * start; the progress counts each line's bytes. */
-typedef struct jsonl_ctx {
-    prepare_run *r;
-    shard_stream *s;
-    size_t at; /* the byte the next line starts at */
-} jsonl_ctx;
+/* A JSON Lines input's lines in batches: each batch's lines parsed and
+ * encoded on the workers' threads (the tokenizer is read-only), then their
+ * ids written in line order, so the shards hold the same bits whatever the
+ * threads. */
+#define BATCH_LINES 4096
+#define BATCH_BYTES ((size_t)16 << 20)
 
-static plait_status jsonl_doc(void *ctx, const char *text, size_t len, size_t line_end) {
-    jsonl_ctx *j = ctx;
-    plait_status st = encode_part(j->r, j->s, (const unsigned char *)text, 0, len, 1);
-    j->r->bytes_before += (line_end - j->at) - len; /* the line's bytes, less the text encode_part counted */
-    j->at = line_end;
+typedef struct line_job {
+    size_t start, end; /* the line's bytes, its newline excluded */
+    size_t next;       /* the byte past its newline (the next line's start) */
+    int64_t number;
+    plait_token_buf ids;
+    int has_doc;
+    plait_status st;
+    char err[1024];
+} line_job;
+
+typedef struct line_batch {
+    const plait_tokenizer *tok;
+    const unsigned char *data;
+    const char *path, *key;
+    line_job *lines;
+    int n;
+    atomic_int next;
+} line_batch;
+
+static void *encode_lines(void *arg) {
+    line_batch *b = arg;
+    for (int i; (i = atomic_fetch_add(&b->next, 1)) < b->n;) {
+        line_job *l = &b->lines[i];
+        plait_jsonl_doc doc;
+        l->st = plait_jsonl_line(b->data + l->start, l->end - l->start, l->number, b->key, b->path, &doc);
+        if (l->st == PLAIT_OK && doc.text) {
+            l->has_doc = 1;
+            l->st = plait_tokenizer_encode(b->tok, doc.text, doc.len, &l->ids);
+        }
+        if (l->st != PLAIT_OK) snprintf(l->err, sizeof l->err, "%s", plait_last_error());
+        plait_jsonl_doc_free(&doc);
+    }
+    return NULL;
+}
+
+/* The batch on `workers` threads, this one among them (fewer where a
+ * thread cannot start). */
+static void run_batch(line_batch *b, int workers) {
+    pthread_t th[PLAIT_PREPARE_MAX_WORKERS];
+    int started = 0;
+    atomic_store(&b->next, 0);
+    for (int w = 1; w < workers && w < b->n; w++)
+        if (pthread_create(&th[started], NULL, encode_lines, b) == 0) started++;
+    encode_lines(b);
+    for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
+}
+
+/* The batch's documents into split s in line order, or its first error. */
+static plait_status write_batch(prepare_run *r, shard_stream *s, line_batch *b, size_t *at) {
+    const int32_t first = doc_start_token(r->o->tokenizer);
+    plait_status st = PLAIT_OK;
+    for (int i = 0; i < b->n && st == PLAIT_OK; i++) {
+        line_job *l = &b->lines[i];
+        if (l->st != PLAIT_OK) {
+            st = plait_set_error(l->st, "%s", l->err);
+            break;
+        }
+        if (l->has_doc && first >= 0) st = stream_write(s, &first, 1);
+        if (st == PLAIT_OK && l->has_doc) st = stream_write(s, l->ids.ids, l->ids.len);
+        r->tokens += l->has_doc ? (int64_t)l->ids.len + (first >= 0) : 0;
+        r->bytes_before += l->next - *at; /* the line, its newline */
+        *at = l->next;
+        if (r->o->progress) r->o->progress(r->o->ctx, r->bytes_before, r->bytes_total, r->tokens);
+    }
     return st;
 }
 
 static plait_status encode_jsonl(prepare_run *r, shard_stream *s, const plait_mapped_file *f, const char *path,
                                  size_t from, size_t to) {
-    jsonl_ctx j = {.r = r, .s = s, .at = from};
-    plait_status st = plait_jsonl_each(f->data, from, to, r->o->json_key ? r->o->json_key : "text", path, jsonl_doc,
-                                       &j);
-    r->bytes_before += to - j.at; /* blank lines at the end */
+    line_job *lines = calloc(BATCH_LINES, sizeof *lines);
+    if (!lines) return plait_set_error(PLAIT_ERR_NO_MEMORY, "data prepare: out of memory for a batch of lines");
+    line_batch b = {.tok = r->o->tokenizer,
+                    .data = f->data,
+                    .path = path,
+                    .key = r->o->json_key ? r->o->json_key : "text",
+                    .lines = lines};
+    int64_t number = 1;
+    for (size_t i = 0; i < from; i++) number += f->data[i] == '\n';
+    size_t p = from, at = from;
+    plait_status st = PLAIT_OK;
+    while (st == PLAIT_OK && p < to) {
+        size_t bytes = 0;
+        for (b.n = 0; b.n < BATCH_LINES && p < to && bytes < BATCH_BYTES; b.n++, number++) {
+            const size_t start = p;
+            const unsigned char *nl = memchr(f->data + p, '\n', to - p);
+            const size_t end = nl ? (size_t)(nl - f->data) : to;
+            p = nl ? end + 1 : to;
+            bytes += end - start;
+            lines[b.n] = (line_job){.start = start, .end = end, .next = p, .number = number};
+        }
+        run_batch(&b, r->workers);
+        st = write_batch(r, s, &b, &at);
+        for (int i = 0; i < b.n; i++) plait_token_buf_free(&lines[i].ids);
+    }
+    free(lines);
     return st;
 }
 
@@ -163,7 +250,11 @@ plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_re
     staged = st == PLAIT_OK;
     shard_stream train = {.split = "train", .dir = &dir, .shard_tokens = o->shard_tokens, .width = width};
     shard_stream val = {.split = "val", .dir = &dir, .shard_tokens = o->shard_tokens, .width = width};
-    prepare_run r = {.o = o, .bytes_total = total};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int workers = o->workers > 0 ? o->workers : cores > 0 ? (int)cores : 1;
+    prepare_run r = {.o = o,
+                     .bytes_total = total,
+                     .workers = workers < PLAIT_PREPARE_MAX_WORKERS ? workers : PLAIT_PREPARE_MAX_WORKERS};
     uint64_t vstart = val_start(files, o->n_inputs, total, o->val_fraction), base = 0;
     for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
         uint64_t len = files[i].len, cut = vstart < base ? 0 : vstart - base < len ? vstart - base : len;

@@ -35,6 +35,7 @@
 #include "tokenizer/tokenizer.h"
 
 enum { PLAIT_PREPARE_TEXT = 1, PLAIT_PREPARE_JSONL = 2 };
+#define PLAIT_PREPARE_MAX_WORKERS 256
 
 typedef struct plait_prepare_options {
     const char *const *inputs;   /* text files, in order */
@@ -51,6 +52,10 @@ typedef struct plait_prepare_options {
     /* every input as: 0 = by its name (JSON Lines as above, else text),
      * PLAIT_PREPARE_TEXT or PLAIT_PREPARE_JSONL */
     int format;
+    /* threads encoding a JSON Lines file's documents (0 = the machine's
+     * cores; at most PLAIT_PREPARE_MAX_WORKERS): the output is the same
+     * bits whatever their number */
+    int workers;
     /* progress (may be NULL): bytes of input done and in all, tokens so far */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
     void *ctx;

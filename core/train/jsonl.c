@@ -19,15 +19,20 @@ static int blank(const unsigned char *p, size_t n) {
     return 1;
 }
 
-/* One line's document to fn. */
-static plait_status one_line(const unsigned char *line, size_t len, int64_t number, const char *key, const char *path,
-                             plait_jsonl_fn fn, void *ctx, size_t line_end) {
+void plait_jsonl_doc_free(plait_jsonl_doc *doc) {
+    if (doc->owner) plait_json_free(doc->owner);
+    *doc = (plait_jsonl_doc){0};
+}
+
+plait_status plait_jsonl_line(const unsigned char *line, size_t len, int64_t number, const char *key, const char *path,
+                              plait_jsonl_doc *doc) {
+    *doc = (plait_jsonl_doc){0};
+    if (blank(line, len)) return PLAIT_OK;
     char what[PATH_MAX + 64];
     snprintf(what, sizeof what, "%s: line %lld", path, (long long)number);
-    plait_json_doc *doc = NULL;
-    plait_status st = plait_json_parse_any((const char *)line, len, what, &doc);
+    plait_status st = plait_json_parse_any((const char *)line, len, what, &doc->owner);
     if (st != PLAIT_OK) return st;
-    const plait_json *root = plait_json_root(doc), *v = plait_json_get(root, key);
+    const plait_json *root = plait_json_root(doc->owner), *v = plait_json_get(root, key);
     if (root->type != PLAIT_JSON_OBJECT)
         st = plait_set_error(PLAIT_ERR_PROTOCOL,
                              "%s: not a JSON object (a JSON Lines file holds one object a line, "
@@ -40,9 +45,13 @@ static plait_status one_line(const unsigned char *line, size_t len, int64_t numb
                              what, key);
     else if (v->type != PLAIT_JSON_STRING)
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: \"%s\" is not a string", what, key);
-    else st = fn(ctx, v->str, v->str_len, line_end);
-    plait_json_free(doc);
-    return st;
+    if (st != PLAIT_OK) {
+        plait_jsonl_doc_free(doc);
+        return st;
+    }
+    doc->text = v->str;
+    doc->len = v->str_len;
+    return PLAIT_OK;
 }
 
 plait_status plait_jsonl_each(const unsigned char *data, size_t from, size_t to, const char *key, const char *path,
@@ -52,10 +61,11 @@ plait_status plait_jsonl_each(const unsigned char *data, size_t from, size_t to,
     for (size_t p = from; p < to; number++) {
         const unsigned char *nl = memchr(data + p, '\n', to - p);
         size_t end = nl ? (size_t)(nl - data) : to, next = nl ? end + 1 : to;
-        if (!blank(data + p, end - p)) {
-            plait_status st = one_line(data + p, end - p, number, key, path, fn, ctx, next);
-            if (st != PLAIT_OK) return st;
-        }
+        plait_jsonl_doc doc;
+        plait_status st = plait_jsonl_line(data + p, end - p, number, key, path, &doc);
+        if (st == PLAIT_OK && doc.text) st = fn(ctx, doc.text, doc.len, next);
+        plait_jsonl_doc_free(&doc);
+        if (st != PLAIT_OK) return st;
         p = next;
     }
     return PLAIT_OK;

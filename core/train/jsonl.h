@@ -10,7 +10,7 @@
  * Errors (PLAIT_ERR_PROTOCOL) name the file, the line and what is wrong: a
  * line that is not a JSON object, one without the key, a key whose value
  * is not a string; the callback's own error is returned as it is.
- * Reentrant.
+ * Reentrant: lines may be read on several threads at once.
  */
 #ifndef PLAIT_CORE_TRAIN_JSONL_H
 #define PLAIT_CORE_TRAIN_JSONL_H
@@ -19,8 +19,21 @@
 #include <stdint.h>
 #include <plait/types.h>
 
-/* A document: its decoded text (not NUL-free: a \u0000 is refused by the
- * parser, so it is), and the byte just past its line in the file. */
+/* One line's document. */
+typedef struct plait_jsonl_doc {
+    const char *text; /* decoded, NUL-terminated (a \u0000 is refused), owned by `owner` */
+    size_t len;
+    struct plait_json_doc *owner;
+} plait_jsonl_doc;
+
+/* Line `number` (from 1) of file `path`, `len` bytes without its newline:
+ * its document into *doc (text NULL for a blank line), freed with
+ * plait_jsonl_doc_free. */
+plait_status plait_jsonl_line(const unsigned char *line, size_t len, int64_t number, const char *key, const char *path,
+                              plait_jsonl_doc *doc);
+void plait_jsonl_doc_free(plait_jsonl_doc *doc);
+
+/* A document: its decoded text, and the byte just past its line. */
 typedef plait_status (*plait_jsonl_fn)(void *ctx, const char *text, size_t len, size_t line_end);
 
 /* Every document of the lines in bytes [from, to) of `data` (`from` a line

@@ -324,6 +324,15 @@ static void test_jsonl(void **state) {
     plait_prepare_options o = {.inputs = in_j, .n_inputs = 1, .tokenizer = tok, .out_dir = out_j, .shard_tokens = 1000};
     plait_prepare_result r, rf;
     if (plait_data_prepare(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    /* on 1 and 5 threads: the same bits */
+    char out_1[PATH_MAX + 32];
+    snprintf(out_1, sizeof out_1, "%s/one-thread", scratch);
+    plait_prepare_options o1 = o;
+    o1.out_dir = out_1;
+    o1.workers = 1;
+    o.workers = 5;
+    assert_int_equal(plait_data_prepare(&o1, &rf), PLAIT_OK);
+    if (plait_data_prepare(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
     plait_prepare_options of = o;
     of.inputs = in_f;
     of.n_inputs = 3;
@@ -331,6 +340,9 @@ static void test_jsonl(void **state) {
     assert_int_equal(plait_data_prepare(&of, &rf), PLAIT_OK);
     int32_t a[512], b[512];
     int64_t na = read_split(out_j, "train", a, 512), nb = read_split(out_f, "train", b, 512);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, sizeof(int32_t) * (size_t)na);
+    nb = read_split(out_1, "train", b, 512);
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, sizeof(int32_t) * (size_t)na);
     int eots = 0;
@@ -362,6 +374,8 @@ static void test_jsonl(void **state) {
         {"{\"text\": 5}\n", "docs.jsonl: line 1: \"text\" is not a string"},
         {"{\"text\": \"a\"\n", "docs.jsonl: line 1"},
         {"{\"text\": \"a\\u0000b\"}\n", "docs.jsonl: line 1"},
+        {"{\"text\": \"a\"}\n{\"text\": 1}\n{\"text\": \"b\"}\n[]\n",
+         "docs.jsonl: line 2"}, /* the first, on any thread */
     };
     o.json_key = NULL;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
