@@ -24,6 +24,27 @@ static void print_checkpoint(plait_cli_layout_args *a, const plait_cost_layout *
     plait_cost_ckpt_print(stdout, &k, a->base, cluster);
 }
 
+/* How long the run's tokens (--tokens, else the config's [run] steps x
+ * global batch x block size) take at `tokens_per_s` on the layout's ranks:
+ * Narayanan et al.'s end-to-end estimate, from the planner's step. */
+static void print_training_time(const plait_cli_layout_args *a, double tokens_per_s, const char *whose) {
+    if (!(tokens_per_s > 0)) return;
+    double tokens = a->train_tokens;
+    char from[160];
+    if (tokens > 0) {
+        snprintf(from, sizeof from, "--tokens");
+    } else {
+        const int64_t steps = plait_config_int(a->base, "run", "steps"),
+                      T = plait_config_int(a->base, "model", "block_size");
+        tokens = (double)steps * (double)a->axes.global_batch * (double)T;
+        snprintf(from, sizeof from, "[run] steps = %lld of %lld sequences of %lld tokens", (long long)steps,
+                 (long long)a->axes.global_batch, (long long)T);
+    }
+    const double s = tokens / tokens_per_s;
+    printf("\ntraining %.4g tokens (%s) at %s %.0f tokens/s: %.3g s = %.3g days on %d ranks (%.4g rank-days)\n", tokens,
+           from, whose, tokens_per_s, s, s / 86400, a->ranks, s / 86400 * a->ranks);
+}
+
 /* --explain LAYOUT: one layout through its plugin's plan, broken down. */
 static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
     plait_cost_layout l;
@@ -58,6 +79,7 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         char line[800];
         plait_cli_device_line(&a->device, line, sizeof line);
         plait_cost_print_explain(stdout, &r, stages, &x, line);
+        print_training_time(a, r.tokens_per_s, "its");
         print_checkpoint(a, &l, cluster);
         if (a->trace && plait_cost_write_trace(a->trace, &r, stages) != PLAIT_OK) {
             plait_cli_print_error("plan --explain --trace");
@@ -97,6 +119,7 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
             plait_cost_print_table(stdout, s.results, s.n);
             plait_cost_print_families(stdout, s.families, s.n_families);
             plait_cost_print_search(stdout, &s);
+            if (s.n > 0) print_training_time(&a, s.results[0].tokens_per_s, "the best layout's");
             if (s.n > 0) print_checkpoint(&a, &s.results[0].layout, &cluster);
             if (s.n == 0 && s.candidates == 0) plait_cli_layout_say_no_space(&a, "plan");
             if (s.n == 0) {
@@ -114,7 +137,7 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
 const plait_command plait_cmd_plan = {
     "plan", "predict step time and memory per rank of every layout of N ranks",
     "usage: plait plan CONFIG --ranks N [--cluster CLUSTER.ini] [--comm-csv FILE] [--axes LIST]\n"
-    "                  [--AXIS VALUES ...] [--mem-limit MiB] [--top N|all] [section.key=value ...]\n"
+    "                  [--AXIS VALUES ...] [--mem-limit MiB] [--top N|all] [--tokens N] [section.key=value ...]\n"
     "       plait plan CONFIG --ranks N [--cluster CLUSTER.ini] --explain LAYOUT [--trace FILE]\n"
     "                  [section.key=value ...]\n"
     "\n"
@@ -151,6 +174,8 @@ const plait_command plait_cmd_plan = {
     "  --trace FILE       with --explain: also write that step as a trace (the format of a run's\n"
     "                     [run] trace, docs/trace.md: per stage, compute per forward and backward,\n"
     "                     each axis's communication, the bubble) for Perfetto and `plait trace compare`\n"
+    "  --tokens N         the tokens whose training time is said under the table (300B, 15T; K, M, B\n"
+    "                     and T allowed); default: the config's [run] steps x global batch x block_size\n"
     "\n"
     "Exit status: 0 when at least one layout is valid and fits, 1 otherwise, 2 for usage errors.\n",
     cmd_plan};

@@ -70,6 +70,17 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         } else if (!sweep && !strcmp(o, "--explain")) {
             if (!*v) return bad(cmd, "--explain takes a layout as the table prints it (\"dp2 tp2 pp1\"), not", v);
             a->explain = v;
+        } else if (!sweep && !strcmp(o, "--tokens")) {
+            a->train_tokens = strtod(v, &end);
+            const double unit = !*end               ? 1
+                                : !strcmp(end, "K") ? 1e3
+                                : !strcmp(end, "M") ? 1e6
+                                : !strcmp(end, "B") ? 1e9
+                                : !strcmp(end, "T") ? 1e12
+                                                    : 0;
+            a->train_tokens *= unit;
+            if (end == v || !(a->train_tokens >= 1 && a->train_tokens < 1e18))
+                return bad(cmd, "--tokens takes a number of tokens, with K, M, B or T after it (300B, 15T), not", v);
         } else if (!sweep && !strcmp(o, "--trace")) {
             if (!*v) return bad(cmd, "--trace takes the file to write the predicted step to, not", v);
             a->trace = v;

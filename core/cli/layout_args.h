@@ -25,6 +25,7 @@ typedef struct plait_cli_layout_args {
     size_t top;               /* layouts to show (0 = all) */
     const char *explain;      /* a layout to explain, or NULL */
     const char *trace;        /* with explain: the file for its predicted step (cost/predicted_trace.h), or NULL */
+    double train_tokens;      /* --tokens: the tokens whose training time is said; 0 = the config's run's */
     /* set up from the config and the cluster */
     plait_precision precision;
     int precision_from_config; /* [run] precision set in the config, not the cluster's */

@@ -79,3 +79,21 @@ done
 grep -q '^  TP  8 ranks on nvlink' "$W/order-tp,dp,pp.out" || fail "order tp,dp,pp: $(grep '  TP' "$W/order-tp,dp,pp.out")"
 grep -q '^  TP  8 ranks on infiniband' "$W/order-dp,tp,pp.out" || fail "order dp,tp,pp: $(grep '  TP' "$W/order-dp,tp,pp.out")"
 echo "order: tp on NVLink by default, on the network under dp,tp,pp"
+
+# The training time under the table and under --explain: the tokens
+# (--tokens, with its suffix, or the config's steps x batch x block) over
+# the tokens/s the layout's own line gives, to the table's 3 figures.
+"$PLAIT_BIN" plan "$CFG" --ranks 4 --cluster "$CL" --top 1 --tokens 2.5B >"$W/tokens.out" 2>&1 ||
+  fail "plan --tokens: $(cat "$W/tokens.out")"
+best=$(awk '/^  1 / { print $(NF - 9) }' "$W/tokens.out")
+line=$(grep '^training ' "$W/tokens.out") || fail "no training time under the table: $(cat "$W/tokens.out")"
+want=$(awk -v t="$best" 'BEGIN { printf "%.3g", 2.5e9 / t / 86400 }')
+grep -q "^training 2.5e+09 tokens (--tokens) at the best layout's $best tokens/s: .* = $want days on 4 ranks" <<<"$line" ||
+  fail "--tokens 2.5B at $best tokens/s is $want days: $line"
+"$PLAIT_BIN" plan "$CFG" --ranks 4 --cluster "$CL" --explain "dp4 tp1 pp1 mb1 adam none" >"$W/run.out" 2>&1 ||
+  fail "explain: $(cat "$W/run.out")"
+grep -q '^training [0-9.e+]* tokens (\[run\] steps = [0-9]* of [0-9]* sequences of [0-9]* tokens) at its ' "$W/run.out" ||
+  fail "--explain without --tokens: $(grep '^training' "$W/run.out")"
+out=$("$PLAIT_BIN" plan "$CFG" --ranks 4 --tokens 3X 2>&1) && fail "--tokens 3X was taken: $out"
+grep -q "tokens takes a number of tokens, with K, M, B or T after it" <<<"$out" || fail "--tokens 3X: $out"
+echo "training time: --tokens 2.5B is $want days at the best layout's $best tokens/s; the config's run under --explain"
