@@ -14,20 +14,10 @@ extern const plait_command plait_cmd_tokenizer;
 extern const plait_command plait_cmd_data;
 extern const plait_command plait_cmd_doctor;
 extern const plait_command plait_cmd_trace;
+extern const plait_command plait_cmd_rewind;
 
 const plait_command *const plait_commands[] = {
-    &plait_cmd_train,
-    &plait_cmd_sample,
-    &plait_cmd_export,
-    &plait_cmd_tokenizer,
-    &plait_cmd_data,
-    &plait_cmd_config,
-    &plait_cmd_plugins,
-    &plait_cmd_plugin,
-    &plait_cmd_bench,
-    &plait_cmd_plan,
-    &plait_cmd_trace,
-    &plait_cmd_doctor,
-    &plait_cmd_help,
-    NULL,
+    &plait_cmd_train, &plait_cmd_sample, &plait_cmd_export,  &plait_cmd_rewind, &plait_cmd_tokenizer,
+    &plait_cmd_data,  &plait_cmd_config, &plait_cmd_plugins, &plait_cmd_plugin, &plait_cmd_bench,
+    &plait_cmd_plan,  &plait_cmd_trace,  &plait_cmd_doctor,  &plait_cmd_help,   NULL,
 };
