@@ -236,7 +236,8 @@ static const plait_key_decl data_keys[] = {
     KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME,
         "share of the data held out for validation (the tail); not used when val_path is set"),
     KEY("eod_token", I, "-1", -1, 1e9, NULL, SAME,
-        "the token id the data's documents end with (GPT-2's <|endoftext|>: 50256); -1 = none"),
+        "the token id the data's documents end with (GPT-2's <|endoftext|>: 50256); -1 = none, or [data] "
+        "tokenizer's <|endoftext|> where eod_mask_loss asks for one"),
     KEY("eod_mask_loss", B, "false", 1, 0, NULL, SAME,
         "leave the target after each eod_token out of the loss (the next document's first token, which nothing "
         "before it predicts); the loss is the mean over the targets that count (Megatron-LM's --eod-mask-loss)"),

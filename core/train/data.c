@@ -337,9 +337,10 @@ static plait_status expand(const plait_config *cfg, const char *key, const char 
 /* [data] tokenizer: found like the data, loaded once to check that its ids
  * fit the model's vocabulary; its absolute path goes into checkpoints. */
 static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size, char *resolved, size_t cap,
-                                    uint64_t *fingerprint) {
+                                    uint64_t *fingerprint, int32_t *eot) {
     const char *value = plait_config_str(cfg, "data", "tokenizer");
     resolved[0] = '\0';
+    *eot = -1;
     if (!value || !*value) return PLAIT_OK;
     name_list found = {0};
     plait_status st = expand(cfg, "tokenizer", value, &found, NULL);
@@ -357,6 +358,7 @@ static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size,
         st = plait_set_error(PLAIT_ERR_SYSTEM, "[data] tokenizer = %s: %s", found.names[0], strerror(errno));
     if (st == PLAIT_OK && strlen(resolved) >= cap) resolved[0] = '\0';
     if (st == PLAIT_OK) *fingerprint = plait_tokenizer_fingerprint(t);
+    if (st == PLAIT_OK) *eot = plait_tokenizer_eot(t);
     plait_tokenizer_free(t);
     free_names(&found);
     return st;
@@ -451,7 +453,15 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
     double weights[PLAIT_DATA_MAX_SETS];
     int set_files[PLAIT_DATA_MAX_SETS];
     plait_batch_skip skip;
-    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint);
+    int32_t eot = -1;
+    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint, &eot);
+    /* eod_mask_loss without eod_token: the tokenizer's end of text */
+    if (st == PLAIT_OK && o.mask_eod && o.eod_token < 0) o.eod_token = eot;
+    if (st == PLAIT_OK && o.mask_eod && o.eod_token < 0)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "[data] eod_mask_loss = true without [data] eod_token, and [data] tokenizer = %s has no "
+                             "<|endoftext|>: give the id the documents end with in eod_token",
+                             plait_config_str(cfg, "data", "tokenizer"));
     if (st == PLAIT_OK) st = plait_batch_skip_parse(cfg, &skip);
     o.skip = &skip;
     if (st == PLAIT_OK) st = plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &o.n_sets);

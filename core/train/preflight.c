@@ -50,15 +50,16 @@ static plait_status check_eod(const plait_config *cfg) {
     if (!plait_config_bool(cfg, "data", "eod_mask_loss")) return PLAIT_OK;
     const int64_t eod = plait_config_int(cfg, "data", "eod_token"),
                   vocab = plait_config_int(cfg, "model", "vocab_size");
-    if (eod >= 0 && eod < vocab) return PLAIT_OK;
+    const char *tokenizer = plait_config_str(cfg, "data", "tokenizer");
+    if ((eod >= 0 && eod < vocab) || (eod == -1 && tokenizer && *tokenizer)) return PLAIT_OK; /* the tokenizer's */
     const char *where = "", *tok_where = "";
     plait_config_origin(cfg, "data", "eod_mask_loss", &where);
     plait_config_origin(cfg, "data", "eod_token", &tok_where);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "%s: [data] eod_mask_loss = true leaves out the target after each [data] eod_token, but "
                            "%s: eod_token = %lld is no token of [model] vocab_size = %lld: give the id the data's "
-                           "documents end with (GPT-2's <|endoftext|> is 50256; 10, a newline, for bytes), or "
-                           "eod_mask_loss = false",
+                           "documents end with (GPT-2's <|endoftext|> is 50256; 10, a newline, for bytes), name the "
+                           "[data] tokenizer whose <|endoftext|> it is, or set eod_mask_loss = false",
                            where, tok_where, (long long)eod, (long long)vocab);
 }
 

@@ -3,7 +3,8 @@
 # .jsonl file (one object a paragraph, the text under "body") prepared with
 # --json-key body gives a document-start token a paragraph and trains;
 # the same lines gzipped and piped to `-` with --format jsonl give the same
-# shards; without --json-key the lines are refused naming the file and
+# shards; [data] eod_mask_loss without eod_token masks after the
+# tokenizer's <|endoftext|>, as eod_token = 50256 does; without --json-key the lines are refused naming the file and
 # line, and the output directory is not made.
 source "$(dirname "$0")/lib.sh"
 jsonl=$E2E_WORK/corpus.jsonl
@@ -40,6 +41,12 @@ gzip -dc "$jsonl.gz" | "$PLAIT_BIN" data prepare - --format jsonl --json-key bod
 for f in train_000000.bin val_000000.bin; do
   cmp -s "$E2E_WORK/ds/$f" "$E2E_WORK/piped/$f" || fail "$f from stdin differs from the file's"
 done
-train jsonl run.steps=2 model.vocab_size=50304 "data.path=$E2E_WORK/ds/train_*.bin" "data.val_path=$E2E_WORK/ds/val_*.bin" \
-  data.tokenizer=data/tokenizers/gpt2
+D=(run.steps=2 run.deterministic=true model.vocab_size=50304 "data.path=$E2E_WORK/ds/train_*.bin"
+  "data.val_path=$E2E_WORK/ds/val_*.bin" data.tokenizer=data/tokenizers/gpt2)
+train jsonl "${D[@]}"
+# eod_mask_loss takes the tokenizer's <|endoftext|> (50256) when eod_token is not given
+train auto "${D[@]}" data.eod_mask_loss=true
+train explicit "${D[@]}" data.eod_mask_loss=true data.eod_token=50256
+same_losses auto explicit 0
+[ "$(column auto loss | sed -n 1p)" != "$(column jsonl loss | sed -n 1p)" ] || fail "masking after <|endoftext|> changed nothing"
 echo "data prepare: $paras JSON Lines documents, each with its start token; the same through a pipe; trained; a wrong key refused"
