@@ -226,6 +226,10 @@ static const plait_key_decl data_keys[] = {
         "a list or glob of shards (comma or space separated) is read back to back"),
     KEY("val_path", S, "", 1, 0, NULL, SAME,
         "validation data, the same syntax (empty = hold out the tail of path by val_fraction)"),
+    KEY("val_sets", S, "", 1, 0, NULL, SAME,
+        "more validation sets, each scored at every evaluation as metrics.csv's val_loss_<name>: NAME=PATTERN "
+        "items separated by commas or spaces (wiki=data/wiki_val.bin, code=data/code/val_*.bin), a pattern as "
+        "val_path's; empty = none"),
     KEY("tokenizer", S, "", 1, 0, NULL, SAME,
         "the tokenizer the data was made with (a directory with vocab.json + merges.txt, or tokenizer.json); "
         "checked against vocab_size and recorded in checkpoints so plait sample encodes and decodes text "

@@ -17,6 +17,7 @@
 #include "train/epoch_order.h"
 #include "tokenizer/tokenizer.h"
 #include "train/token_file.h"
+#include "train/val_sets.h"
 
 /* The token stream is the training files, then the validation files, back
  * to back; `start[i]` is file i's first index in it. */
@@ -156,7 +157,11 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
         train = &opts->path;
         n_train = 1;
     }
-    if (!opts || n_train < 1 || !train[0] || !*train[0])
+    const int val_only = opts && opts->val_only;
+    if (val_only) n_train = 0; /* every file a validation one */
+    if (val_only && (opts->n_val_paths < 1 || !opts->val_paths[0]))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "data options: a validation set of no files");
+    if (!opts || (!val_only && (n_train < 1 || !train[0] || !*train[0])))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
     if (opts->seq_len < 1 || opts->vocab_size < 2 || !(opts->val_fraction >= 0 && opts->val_fraction < 1) ||
         opts->n_val_paths < 0)
@@ -199,7 +204,15 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     if (!opts->n_val_paths) d->n_train = d->n_tokens - (int64_t)((double)d->n_tokens * val_fraction);
     d->n_val = d->n_tokens - d->n_train;
     int64_t need = (int64_t)opts->seq_len + 1;
-    if (d->n_train < need || ((val_fraction > 0 || opts->n_val_paths) && d->n_val < need)) {
+    if (val_only && d->n_val < need) {
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "validation data %s is too short: %lld tokens, but a sequence needs [model] block_size + "
+                             "1 = %lld",
+                             d->path, (long long)d->n_val, (long long)need);
+        plait_data_close(d);
+        return st;
+    }
+    if (!val_only && (d->n_train < need || ((val_fraction > 0 || opts->n_val_paths) && d->n_val < need))) {
         if (opts->n_val_paths)
             st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                  "data %s is too short: %lld training tokens and %lld validation tokens ([data] "
@@ -427,12 +440,14 @@ plait_status plait_data_check_weights(const plait_config *cfg, double *weights, 
     return PLAIT_OK;
 }
 
-plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out) {
-    *out = NULL;
-    const char *path = plait_config_str(cfg, "data", "path");
-    const char *val_path = plait_config_str(cfg, "data", "val_path");
+/* The options every split shares ([data] format, val_fraction,
+ * eod_mask_loss and eod_token, [model] vocab_size and block_size, [run]
+ * seed), the tokenizer checked against the vocabulary: its absolute path
+ * into `tokenizer` and its fingerprint. */
+static plait_status common_options(const plait_config *cfg, plait_data_options *o, char *tokenizer, size_t cap,
+                                   uint64_t *fingerprint) {
     const char *format = plait_config_str(cfg, "data", "format");
-    plait_data_options o = {
+    *o = (plait_data_options){
         .format = strcmp(format, "text") == 0                                ? PLAIT_DATA_FORMAT_TEXT
                   : strcmp(format, "u16") == 0 || strcmp(format, "bin") == 0 ? PLAIT_DATA_FORMAT_U16
                                                                              : PLAIT_DATA_FORMAT_AUTO,
@@ -440,28 +455,37 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
         .vocab_size = (int32_t)plait_config_int(cfg, "model", "vocab_size"),
         .seq_len = (int32_t)plait_config_int(cfg, "model", "block_size"),
         .seed = (uint64_t)plait_config_int(cfg, "run", "seed"),
-        .epochs = strcmp(plait_config_str(cfg, "data", "sampling"), "epochs") == 0,
-        .global_batch = global_batch,
         .mask_eod = plait_config_bool(cfg, "data", "eod_mask_loss"),
         .eod_token = (int32_t)plait_config_int(cfg, "data", "eod_token"),
     };
+    int32_t eot = -1;
+    plait_status st = check_tokenizer(cfg, o->vocab_size, tokenizer, cap, fingerprint, &eot);
+    /* eod_mask_loss without eod_token: the tokenizer's end of text */
+    if (st == PLAIT_OK && o->mask_eod && o->eod_token < 0) o->eod_token = eot;
+    if (st == PLAIT_OK && o->mask_eod && o->eod_token < 0)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "[data] eod_mask_loss = true without [data] eod_token, and [data] tokenizer = %s has no "
+                             "<|endoftext|>: give the id the documents end with in eod_token",
+                             plait_config_str(cfg, "data", "tokenizer"));
+    return st;
+}
+
+plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out) {
+    *out = NULL;
+    const char *path = plait_config_str(cfg, "data", "path");
+    const char *val_path = plait_config_str(cfg, "data", "val_path");
     if (!path || !*path)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
+    plait_data_options o;
     name_list train = {0}, val = {0};
     char tokenizer[PATH_MAX];
     uint64_t fingerprint = 0;
     double weights[PLAIT_DATA_MAX_SETS];
     int set_files[PLAIT_DATA_MAX_SETS];
     plait_batch_skip skip;
-    int32_t eot = -1;
-    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint, &eot);
-    /* eod_mask_loss without eod_token: the tokenizer's end of text */
-    if (st == PLAIT_OK && o.mask_eod && o.eod_token < 0) o.eod_token = eot;
-    if (st == PLAIT_OK && o.mask_eod && o.eod_token < 0)
-        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                             "[data] eod_mask_loss = true without [data] eod_token, and [data] tokenizer = %s has no "
-                             "<|endoftext|>: give the id the documents end with in eod_token",
-                             plait_config_str(cfg, "data", "tokenizer"));
+    plait_status st = common_options(cfg, &o, tokenizer, sizeof tokenizer, &fingerprint);
+    o.epochs = strcmp(plait_config_str(cfg, "data", "sampling"), "epochs") == 0;
+    o.global_batch = global_batch;
     if (st == PLAIT_OK) st = plait_batch_skip_parse(cfg, &skip);
     o.skip = &skip;
     if (st == PLAIT_OK) st = plait_data_check_weights(cfg, weights, PLAIT_DATA_MAX_SETS, &o.n_sets);
@@ -488,6 +512,28 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
     return st;
 }
 
+plait_status plait_data_open_val_set(const plait_config *cfg, const char *name, const char *pattern, plait_data **out) {
+    *out = NULL;
+    plait_data_options o;
+    name_list files = {0};
+    char tokenizer[PATH_MAX];
+    uint64_t fingerprint = 0;
+    plait_status st = common_options(cfg, &o, tokenizer, sizeof tokenizer, &fingerprint);
+    if (st == PLAIT_OK) st = expand(cfg, "val_sets", pattern, &files, NULL);
+    if (st == PLAIT_OK) {
+        o.val_only = 1;
+        o.val_paths = (const char *const *)files.names;
+        o.n_val_paths = files.n;
+        st = plait_data_open(&o, out);
+    }
+    if (st == PLAIT_OK) {
+        snprintf((*out)->tokenizer, sizeof(*out)->tokenizer, "%s", tokenizer);
+        (*out)->tokenizer_fingerprint = fingerprint;
+    }
+    free_names(&files);
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "[data] val_sets: the set '%s'", name);
+}
+
 plait_status plait_data_check_files(const plait_config *cfg) {
     static const char *const keys[] = {"tokenizer", "path", "val_path"};
     const char *path = plait_config_str(cfg, "data", "path");
@@ -498,6 +544,13 @@ plait_status plait_data_check_files(const plait_config *cfg) {
         const char *value = plait_config_str(cfg, "data", keys[k]);
         name_list found = {0};
         if (value && *value) st = expand(cfg, keys[k], value, &found, NULL);
+        free_names(&found);
+    }
+    plait_val_sets sets;
+    if (st == PLAIT_OK) st = plait_val_sets_parse(cfg, &sets);
+    for (int k = 0; st == PLAIT_OK && k < sets.n; k++) {
+        name_list found = {0};
+        st = expand(cfg, "val_sets", sets.pattern[k], &found, NULL);
         free_names(&found);
     }
     return st;
@@ -600,6 +653,9 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "validation batch requested from %s but [data] val_fraction = 0 "
                                "leaves no validation split",
+                               d->path);
+    if (split == PLAIT_DATA_TRAIN && d->n_train == 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "training batch requested from validation data alone (%s)",
                                d->path);
     /* Another process may truncate a mapped file under the run: its pages
      * then raise SIGBUS, which the guard turns into this error. */

@@ -113,6 +113,9 @@ typedef struct plait_data_options {
      * left out of the loss (-1 in the batch's targets) */
     int mask_eod;
     int32_t eod_token;
+    /* a validation set alone ([data] val_sets): val_paths are every file,
+     * paths and the options of training reads unused; TRAIN reads fail */
+    int val_only;
 } plait_data_options;
 
 typedef struct plait_data plait_data;
@@ -138,8 +141,15 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
  * error lists every place tried. */
 plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out);
 
+/* One of [data] val_sets (val_sets.h): `pattern`'s files as a validation
+ * split alone, with the configuration's format, vocab_size, block_size,
+ * tokenizer and eod_mask_loss, found as val_path's are. Its VAL reads are
+ * windows of its files as the run's validation split's are of its own;
+ * `name` is for the messages. Errors as plait_data_open_config's. */
+plait_status plait_data_open_val_set(const plait_config *cfg, const char *name, const char *pattern, plait_data **out);
+
 /* Whether the files plait_data_open_config would open are there: [data]
- * tokenizer, path and val_path found as it finds them (each pattern
+ * tokenizer, path, val_path and val_sets found as it finds them (each pattern
  * matching a file), without reading them. PLAIT_ERR_INVALID_CONFIG with
  * its message ("no such file (tried ...)", an empty path) otherwise. For
  * a run to refuse before its run directory, and `plait config check` to

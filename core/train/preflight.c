@@ -12,6 +12,7 @@
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_trace.h"
+#include "train/val_sets.h"
 
 /* Release what plait_run_load_parallel built for one rank. */
 static void release_plan(plait_run *run) {
@@ -31,8 +32,11 @@ static void release_plan(plait_run *run) {
 /* Periodic evaluation needs a validation split: caught here rather than by
  * every rank at its first evaluation, after training time was spent. */
 static plait_status check_evaluation(const plait_config *cfg) {
+    plait_val_sets sets;
+    plait_status st = plait_val_sets_parse(cfg, &sets);
+    if (st != PLAIT_OK) return st;
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
-    if (eval_every == 0 || plait_config_float(cfg, "data", "val_fraction") > 0) return PLAIT_OK;
+    if (eval_every == 0 || plait_config_float(cfg, "data", "val_fraction") > 0 || sets.n > 0) return PLAIT_OK;
     const char *val_path = plait_config_str(cfg, "data", "val_path");
     if (val_path && *val_path) return PLAIT_OK; /* held out in a file of its own: val_fraction is not used */
     const char *ev_where = "", *vf_where = "";

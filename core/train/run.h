@@ -26,6 +26,7 @@
 #include "runtime/process_state.h"
 #include "train/run_moe.h"
 #include "train/step_timing.h"
+#include "train/val_sets.h"
 
 struct plait_job;
 struct plait_data;
@@ -167,6 +168,12 @@ typedef struct plait_run {
     plait_run_optim optim;
     plait_run_params params;
     struct plait_data *data;  /* run_data.c */
+    /* [data] val_sets (run_data.c): each set's data and name, and the data
+     * an evaluation reads (NULL: data's validation split) */
+    struct plait_data *val_data[PLAIT_VAL_SETS_MAX];
+    char val_names[PLAIT_VAL_SETS_MAX][PLAIT_VAL_SET_NAME_MAX + 1];
+    int n_val_sets;
+    const struct plait_data *eval_data;
     plait_step_exec exec;
     plait_stage_timing timing; /* step timing and the pipeline bubble (step_timing.c) */
     plait_run_moe moe;         /* the experts' routes of the last step (run_moe.c) */
@@ -213,6 +220,11 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res);
  * to whole passes of a step's schedule (collective); `sequences` (may be
  * NULL) receives how many validation sequences that covered. */
 plait_status plait_run_eval(plait_run *run, double *val_loss, int64_t *sequences);
+
+/* The same over validation set `k` of [data] val_sets (0 <= k <
+ * run->n_val_sets): the same micro-batches of its files as of the run's
+ * own validation split, so a set of the same files scores the same loss. */
+plait_status plait_run_eval_set(plait_run *run, int k, double *val_loss);
 
 /* Parameters of the local slice (set-up helpers, run_params.c). */
 plait_status plait_run_build_params(plait_run *run);

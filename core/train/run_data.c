@@ -1,4 +1,6 @@
 /* The run's training and validation data (core/train/data.h). */
+#include <stdio.h>
+
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "train/batch_skip.h"
@@ -23,6 +25,17 @@ plait_status plait_run_data_open(plait_run *run) {
                    plait_config_str(run->cfg, "data", "skip_batches"), (long long)plait_batch_skip_count(&skip),
                    (long long)skip.lo[0], (long long)skip.lo[0],
                    (long long)plait_batch_skip_map(&skip, skip.lo[0] - 1) + 1);
+    plait_val_sets sets;
+    if (st == PLAIT_OK) st = plait_val_sets_parse(run->cfg, &sets);
+    for (int k = 0; st == PLAIT_OK && k < sets.n; k++) {
+        st = plait_data_open_val_set(run->cfg, sets.name[k], sets.pattern[k], &run->val_data[k]);
+        if (st != PLAIT_OK) break;
+        snprintf(run->val_names[k], sizeof run->val_names[k], "%s", sets.name[k]);
+        run->n_val_sets = k + 1;
+        if (run->world.mesh.world_rank == 0)
+            PLAIT_INFO("data", "validation set %s: %s, %lld tokens", sets.name[k], plait_data_path(run->val_data[k]),
+                       (long long)plait_data_split_tokens(run->val_data[k], PLAIT_DATA_VAL));
+    }
     /* epochs: how long one is, which a run of few of them should see */
     const int64_t windows = st == PLAIT_OK ? plait_data_epoch_windows(run->data) : 0;
     if (windows > 0 && run->world.mesh.world_rank == 0)
@@ -35,6 +48,14 @@ plait_status plait_run_data_open(plait_run *run) {
 void plait_run_data_close(plait_run *run) {
     if (run->data) plait_data_close(run->data);
     run->data = NULL;
+    for (int k = 0; k < run->n_val_sets; k++) plait_data_close(run->val_data[k]);
+    run->n_val_sets = 0;
+    run->eval_data = NULL;
+}
+
+/* The data a read of `split` takes: an evaluation's set, or the run's own. */
+const plait_data *plait_run_data_of(const plait_run *run, plait_data_split split) {
+    return split == PLAIT_DATA_VAL && run->eval_data ? run->eval_data : run->data;
 }
 
 void plait_run_data_record(const plait_run *run, plait_ckpt_data *out) {
@@ -46,6 +67,6 @@ void plait_run_data_record(const plait_run *run, plait_ckpt_data *out) {
 
 plait_status plait_run_fetch_batch(plait_run *run, plait_data_split split, int64_t step, int64_t global_mb,
                                    int32_t *tokens, int32_t *targets) {
-    return plait_data_batch(run->data, split, step, global_mb,
-                            (int32_t)run->work.batch.micro_batch, run->model.block_size, tokens, targets);
+    return plait_data_batch(plait_run_data_of(run, split), split, step, global_mb, (int32_t)run->work.batch.micro_batch,
+                            run->model.block_size, tokens, targets);
 }

@@ -60,6 +60,9 @@ plait_status plait_run_keep_masters(plait_run *run);
 /* Data (run_data.c). */
 plait_status plait_run_data_open(plait_run *run);
 void plait_run_data_close(plait_run *run);
+/* The data a read of `split` takes: the set an evaluation scores
+ * (run->eval_data) for VAL, else the run's own. */
+const struct plait_data *plait_run_data_of(const plait_run *run, plait_data_split split);
 /* This run's training data as a checkpoint identifies it (strings borrowed
  * from the open data). */
 void plait_run_data_record(const plait_run *run, plait_ckpt_data *out);

@@ -52,7 +52,7 @@ static void take_plugin_stats(plait_run *run, const plait_optim_step_out *out, p
  * and the head's gradient scale to match: each counted target weighs
  * 1 / their number, so the loss is their mean on every layout alike. */
 static plait_status count_targets(plait_run *run, plait_data_split split, int64_t step) {
-    plait_status st = plait_data_step_targets(run->data, split, step, run->work.batch.global_batch,
+    plait_status st = plait_data_step_targets(plait_run_data_of(run, split), split, step, run->work.batch.global_batch,
                                               run->model.block_size, &run->exec.loss_targets);
     if (st != PLAIT_OK) return st;
     if (run->exec.loss_targets < 1) run->exec.loss_targets = 1; /* a batch of nothing but document ends */
@@ -162,6 +162,15 @@ plait_status plait_run_eval(plait_run *run, double *val_loss, int64_t *sequences
     *val_loss = total / (double)passes;
     if (sequences) *sequences = passes * run->work.batch.global_batch;
     return PLAIT_OK;
+}
+
+plait_status plait_run_eval_set(plait_run *run, int k, double *val_loss) {
+    if (k < 0 || k >= run->n_val_sets)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "validation set %d of %d", k, run->n_val_sets);
+    run->eval_data = run->val_data[k];
+    plait_status st = plait_run_eval(run, val_loss, NULL);
+    run->eval_data = NULL;
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "validation set %s", run->val_names[k]);
 }
 
 /* ---- the schedule -------------------------------------------------------- */

@@ -69,7 +69,8 @@ void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len) {
     snprintf(buf, len, "runs/%.*s", (int)n, base);
 }
 
-static void add_columns(plait_metrics *m, int32_t pp) {
+static void add_columns(plait_metrics *m, const plait_run *run) {
+    const int32_t pp = run->world.mesh.pp;
     static const char *const cols[] = {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
@@ -77,6 +78,12 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu", "hosts",
         "membership_changes"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
+    /* [data] val_sets: each set's loss where it was evaluated */
+    for (int k = 0; k < run->n_val_sets; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "val_loss_%s", run->val_names[k]);
+        plait_metrics_column(m, name);
+    }
     /* each pipeline stage's idle time (the bubble), as the step's span over
      * all stages (pipe_span_ms) minus the stage's busy time */
     for (int32_t s = 0; s < pp; s++) {
@@ -274,8 +281,10 @@ typedef struct train_loop {
     int64_t first_step;    /* the steps done when the loop began */
     int64_t at_step;       /* the step being worked on, numbered as metrics.csv numbers it (from 1) */
     double loss, val_loss; /* the last step's; val_loss -1 when it was not evaluated */
+    double set_loss[PLAIT_VAL_SETS_MAX]; /* [data] val_sets' losses at the last evaluation */
     int boundary;          /* the last step saved a checkpoint or a replica */
     int evaluated;         /* the last step was evaluated */
+    int sets_scored;       /* ... and set_loss holds [data] val_sets' losses of it */
     int stop;              /* stopping early so that a waiting host joins the next round, or at
                             * [run] exit_interval, exit_after_minutes or exit_signal */
     char stop_why[96];     /* which of those three stops the run after this step, which saves; "" none */
@@ -345,7 +354,7 @@ static plait_status open_reports(train_loop *t) {
     /* so is whatever stands where a checkpoint of this run goes */
     if (st == PLAIT_OK) st = plait_run_check_ckpt_names(t->out_dir, run->step, run->steps, t->ckpt_every);
     if (st == PLAIT_OK) plait_run_warn_ckpt_room(run, t->out_dir, t->ckpt_every);
-    add_columns(&t->metrics, run->world.mesh.pp);
+    add_columns(&t->metrics, run);
     plait_run_moe_columns(run, &t->metrics);
     plait_progress_init(&t->progress, progress_mode(t->cfg, t->opts->progress), stdout, run->steps,
                         plait_run_flops_per_token(run), 0);
@@ -430,7 +439,7 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
     if (st != PLAIT_OK) return st;
     t->loss = res->loss;
     t->val_loss = -1;
-    t->boundary = t->evaluated = 0;
+    t->boundary = t->evaluated = t->sets_scored = 0;
     if (t->rank == 0) plait_run_fill_metrics(run, &t->metrics, res, -1);
     if (t->rank == 0 && (st = plait_out_dir_check(t->out_dir, t->lock_fd)) != PLAIT_OK) return st;
     return plait_run_replica_settle(run);
@@ -499,10 +508,13 @@ static plait_status replicate(train_loop *t) {
  * the last, when there is validation data. */
 static plait_status evaluate(train_loop *t) {
     int64_t done = t->run->step;
-    if (!(t->has_val && ((t->eval_every > 0 && done % t->eval_every == 0) || done == t->run->steps))) return PLAIT_OK;
+    const int some = t->has_val || t->run->n_val_sets > 0;
+    if (!(some && ((t->eval_every > 0 && done % t->eval_every == 0) || done == t->run->steps))) return PLAIT_OK;
     if (t->rank == 0) plait_progress_eval_begin(&t->progress, done);
-    plait_status st = plait_run_eval(t->run, &t->val_loss, NULL);
+    plait_status st = t->has_val ? plait_run_eval(t->run, &t->val_loss, NULL) : PLAIT_OK;
+    for (int k = 0; st == PLAIT_OK && k < t->run->n_val_sets; k++) st = plait_run_eval_set(t->run, k, &t->set_loss[k]);
     if (st == PLAIT_OK) t->evaluated = 1;
+    t->sets_scored = st == PLAIT_OK && t->run->n_val_sets > 0;
     return st;
 }
 
@@ -528,6 +540,11 @@ static plait_status report(train_loop *t, const plait_step_result *res) {
     double eta = (double)(run->steps - done) * elapsed / (double)(done - t->first_step);
     plait_progress_step(&t->progress, done, res->loss, t->val_loss, res->lr, tps, eta);
     if (t->val_loss >= 0) plait_metrics_set_named(&t->metrics, "val_loss", t->val_loss);
+    for (int k = 0; t->sets_scored && k < run->n_val_sets; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "val_loss_%s", run->val_names[k]);
+        plait_metrics_set_named(&t->metrics, name, t->set_loss[k]);
+    }
     char mfu_text[64];
     plait_metrics_set_named(&t->metrics, "time_s", elapsed);
     plait_metrics_set_named(&t->metrics, "tokens_seen", (double)done * (double)t->tokens_per_step);
@@ -597,20 +614,26 @@ static plait_status finish(train_loop *t, plait_status st) {
 /* --eval-only: the validation loss of the state the run started from, said
  * by rank 0 with its perplexity and what it covered. */
 static plait_status eval_only(train_loop *t) {
-    if (!t->has_val)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "plait train --eval-only: the data has no validation split ([data] val_path is empty "
-                               "and val_fraction = 0); name the data to evaluate in [data] val_path, or hold out a "
-                               "share of path with val_fraction > 0");
     plait_run *run = t->run;
+    if (!t->has_val && run->n_val_sets == 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "plait train --eval-only: the data has no validation split ([data] val_path and "
+                               "val_sets are empty and val_fraction = 0); name the data to evaluate in [data] "
+                               "val_path or val_sets, or hold out a share of path with val_fraction > 0");
     double loss = 0;
     int64_t sequences = 0;
-    plait_status st = plait_run_eval(run, &loss, &sequences);
+    plait_status st = t->has_val ? plait_run_eval(run, &loss, &sequences) : PLAIT_OK;
     const int64_t batches = plait_config_int(t->cfg, "run", "eval_batches");
-    if (st == PLAIT_OK && t->rank == 0)
+    if (st == PLAIT_OK && t->rank == 0 && t->has_val)
         printf("eval: step %lld: validation loss %.4f, perplexity %.2f, over %lld sequences of %d tokens "
                "([run] eval_batches = %lld micro-batches)\n",
                (long long)run->step, loss, exp(loss), (long long)sequences, run->model.block_size, (long long)batches);
+    for (int k = 0; st == PLAIT_OK && k < run->n_val_sets; k++) {
+        st = plait_run_eval_set(run, k, &loss);
+        if (st == PLAIT_OK && t->rank == 0)
+            printf("eval: step %lld: validation set %s: loss %.4f, perplexity %.2f\n", (long long)run->step,
+                   run->val_names[k], loss, exp(loss));
+    }
     return st;
 }
 

@@ -3,6 +3,7 @@
 #include "train_io_test.h"
 
 #include "train/batch_skip.h"
+#include "train/val_sets.h"
 #include "train/data.h"
 #include "train/epoch_order.h"
 
@@ -657,6 +658,61 @@ static void test_eod_mask(void **state) {
     plait_data_close(masked);
 }
 
+/* A validation set alone ([data] val_sets): its VAL reads are the windows
+ * the same file gives as a run's val_path; a TRAIN read is refused; the
+ * key's items parse, and malformed ones are refused naming the line. */
+static void test_val_sets(void **state) {
+    (void)state;
+    char train[PATH_MAX], val[PATH_MAX];
+    snprintf(train, sizeof train, "%s/text-vs-train.txt", scratch);
+    snprintf(val, sizeof val, "%s/text-vs-val.txt", scratch);
+    make_text(train, 3000);
+    make_text(val, 700);
+    const char *const vals[] = {val};
+    plait_data_options o = {
+        .path = train, .val_paths = vals, .n_val_paths = 1, .vocab_size = 256, .seq_len = 16, .seed = 4};
+    plait_data *run, *set;
+    if (plait_data_open(&o, &run) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    o.val_only = 1;
+    if (plait_data_open(&o, &set) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_data_split_tokens(set, PLAIT_DATA_VAL), plait_data_split_tokens(run, PLAIT_DATA_VAL));
+    assert_int_equal(plait_data_split_tokens(set, PLAIT_DATA_TRAIN), 0);
+    for (int64_t j = 0; j < 12; j++) {
+        int32_t tok[2 * 16], tgt[2 * 16], rtok[2 * 16], rtgt[2 * 16];
+        assert_int_equal(plait_data_batch(set, PLAIT_DATA_VAL, 0, j, 2, 16, tok, tgt), PLAIT_OK);
+        assert_int_equal(plait_data_batch(run, PLAIT_DATA_VAL, 0, j, 2, 16, rtok, rtgt), PLAIT_OK);
+        assert_memory_equal(tok, rtok, sizeof tok);
+        assert_memory_equal(tgt, rtgt, sizeof tgt);
+    }
+    int32_t tok[16];
+    assert_int_equal(plait_data_batch(set, PLAIT_DATA_TRAIN, 0, 0, 1, 16, tok, NULL), PLAIT_ERR_INVALID_ARG);
+    plait_data_close(run);
+    plait_data_close(set);
+
+    plait_config *cfg = config_from("[data]\nval_sets = wiki=a.bin, code-2=b/*.bin\tc_3=c\n");
+    plait_val_sets v;
+    assert_int_equal(plait_val_sets_parse(cfg, &v), PLAIT_OK);
+    plait_config_free(cfg);
+    assert_int_equal(v.n, 3);
+    assert_string_equal(v.name[1], "code-2");
+    assert_string_equal(v.pattern[1], "b/*.bin");
+    assert_string_equal(v.name[2], "c_3");
+    static const char *const bad[][2] = {{"a=x b", "'b' is not NAME=PATTERN"},
+                                         {"=x", "'=x' is not NAME=PATTERN"},
+                                         {"a=", "'a=' is not NAME=PATTERN"},
+                                         {"a.b=x", "the name 'a.b' is not"},
+                                         {"a=x a=y", "names 'a' twice"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char ini[96];
+        snprintf(ini, sizeof ini, "[data]\nval_sets = %s\n", bad[i][0]);
+        cfg = config_from(ini);
+        assert_int_equal(plait_val_sets_parse(cfg, &v), PLAIT_ERR_INVALID_CONFIG);
+        assert_error_contains("test.ini:2: [data] val_sets");
+        assert_error_contains(bad[i][1]);
+        plait_config_free(cfg);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_are_deterministic),
@@ -672,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_skip_batches),
         cmocka_unit_test(test_eod_mask),
+        cmocka_unit_test(test_val_sets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
