@@ -501,7 +501,9 @@ static void rope_json(const plait_rope_scaling *r, char *buf, size_t cap) {
              v[0], v[2], v[1], (long long)r->original_max_pos);
 }
 
-int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot) {
+int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot,
+                               const char *torch_dtype) {
+    if (!torch_dtype) torch_dtype = "float32";
     char eps[40], theta[40], eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n", rope[320];
     rope_json(&s->rope, rope, sizeof rope);
     real_text(s->norm_eps, eps, sizeof eps);
@@ -521,10 +523,10 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                         "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
                         "  \"rope_scaling\": %s,\n  \"sliding_window\": null,\n  \"attention_dropout\": 0.0,\n"
                         "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n"
-                        "%s  \"torch_dtype\": \"float32\"\n}\n",
+                        "%s  \"torch_dtype\": \"%s\"\n}\n",
                         s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
                         s->n_embd / s->n_head, s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope,
-                        s->tied ? "true" : "false", eos);
+                        s->tied ? "true" : "false", eos, torch_dtype);
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                     "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
@@ -533,7 +535,7 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                     "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
                     "  \"rope_scaling\": %s,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
                     "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n  \"initializer_range\": 0.02,\n"
-                    "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"float32\"\n}\n",
+                    "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"%s\"\n}\n",
                     s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->n_embd / s->n_head,
-                    s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos);
+                    s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos, torch_dtype);
 }

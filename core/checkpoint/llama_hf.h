@@ -98,8 +98,10 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want);
 
 /* The config.json `plait export --format hf` writes for `s`
- * (LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts; float32; bos/eos_token_id `eot`, or null when < 0)
- * into buf[cap]; returns what snprintf returns. */
-int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot);
+ * (LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts; its
+ * torch_dtype `torch_dtype`, "float32" when NULL; bos/eos_token_id `eot`,
+ * or null when < 0) into buf[cap]; returns what snprintf returns. */
+int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot,
+                               const char *torch_dtype);
 
 #endif

@@ -211,8 +211,9 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
     /* a valid file of a dtype plait does not read here: said as such (a
      * foreign file's other tensors are kept without data: its reader
      * decides, e.g. an attention mask buffer of U8 or BOOL is ignored) */
-    if (!floating && !(flags & PLAIT_ST_CONVERT)) return not_float(f->path, e->key, dtype->str);
-    if (esize != 4 && !(flags & PLAIT_ST_CONVERT))
+    const unsigned any = PLAIT_ST_CONVERT | PLAIT_ST_ANY_DTYPE;
+    if (!floating && !(flags & any)) return not_float(f->path, e->key, dtype->str);
+    if (esize != 4 && !(flags & any))
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: tensor %s has dtype %s: a valid safetensors file, but this reader takes float32 "
                                "(F32) tensors only (plait's checkpoints are F32; [run] init_from converts F16, BF16 "
@@ -332,7 +333,8 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     uint64_t data_start = 8 + f->header_len, pos = 0;
     for (size_t i = 0; i < f->n; i++) {
         plait_st_tensor *t = &f->t[i];
-        if (t->bytes && !strcmp(t->dtype, "F32") && (data_start + t->offset) % 4 && !(flags & PLAIT_ST_CONVERT))
+        if (t->bytes && !strcmp(t->dtype, "F32") && (data_start + t->offset) % 4 &&
+            !(flags & (PLAIT_ST_CONVERT | PLAIT_ST_ANY_DTYPE)))
             return bad(f, "tensor %s starts at byte %llu, not 4-byte aligned (plait maps float data in place)",
                        t->name, (unsigned long long)(data_start + t->offset));
         if (t->offset != pos)
@@ -353,7 +355,7 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
         f->t[i].raw = f->map + data_start + f->t[i].offset;
         /* F32 in place; other floats and unaligned F32 are copied below;
          * other types have none */
-        f->t[i].data = f->t[i].bytes ? (const float *)f->t[i].raw : NULL;
+        f->t[i].data = f->t[i].bytes && !copied(&f->t[i]) ? (const float *)f->t[i].raw : NULL;
     }
 
     f->by_name = malloc((f->n ? f->n : 1) * sizeof *f->by_name);
@@ -394,7 +396,7 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
             if (st != PLAIT_OK) return st;
         }
     }
-    return convert_tensors(f);
+    return (flags & PLAIT_ST_ANY_DTYPE) && !(flags & PLAIT_ST_CONVERT) ? PLAIT_OK : convert_tensors(f);
 }
 
 void plait_st_release(const plait_st_file *f, const void *data, size_t bytes) {

@@ -77,7 +77,16 @@ plait_status plait_st_writer_create(const char *path, plait_st_writer **out);
 /* Add a __metadata__ entry (both strings copied). Keys starting with
  * "plait.crc32c" and "plait.header_crc32c" are reserved; "format" replaces the default "pt". */
 plait_status plait_st_writer_metadata(plait_st_writer *w, const char *key, const char *value);
-/* Declare an F32 tensor of `ndim` (0..8) dims. Names must be unique, non-empty,
+/* The element type a writer stores its tensors in: float32 (the default),
+ * or bfloat16 or float16, each element of the float data written rounded
+ * to nearest, ties to even (a NaN stays a NaN). */
+typedef enum plait_st_dtype { PLAIT_ST_F32 = 0, PLAIT_ST_BF16 = 1, PLAIT_ST_F16 = 2 } plait_st_dtype;
+/* Store every tensor as `dtype` (before any declaration). A float16 file
+ * refuses a finite value past its range (|x| rounding above 65504) when it
+ * is written, naming the tensor and the element: the file is then unusable
+ * (abort it). */
+plait_status plait_st_writer_dtype(plait_st_writer *w, plait_st_dtype dtype);
+/* Declare a tensor of `ndim` (0..8) dims. Names must be unique, non-empty,
  * at most PLAIT_ST_MAX_NAME bytes and not "__metadata__". */
 plait_status plait_st_writer_declare(plait_st_writer *w, const char *name, int32_t ndim,
                                      const int64_t *shape);
@@ -112,7 +121,11 @@ enum {
      * the caller to ignore or refuse (plait_st_require_float). Without it
      * all of those are refused naming the dtype, and unaligned F32 data is
      * called damaged (plait's own files are aligned F32). */
-    PLAIT_ST_CONVERT = 1u << 1
+    PLAIT_ST_CONVERT = 1u << 1,
+    /* Accept every dtype as PLAIT_ST_CONVERT does, converting nothing:
+     * tensors that are not F32 in place have data NULL (for a reader of
+     * the header and metadata alone, at no memory the size of the model) */
+    PLAIT_ST_ANY_DTYPE = 1u << 2
 };
 
 /* PLAIT_OK if tensor t has float32 data, else the refusal naming its dtype. */

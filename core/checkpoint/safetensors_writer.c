@@ -43,7 +43,13 @@ struct plait_st_writer {
     int finished;
     size_t hint;             /* last tensor written, to find the next quickly */
     int failed;              /* a write failed: the file is unusable */
+    plait_st_dtype dtype;    /* every tensor's */
+    unsigned esize;          /* its bytes an element */
 };
+
+static const char *dtype_name(plait_st_dtype d) {
+    return d == PLAIT_ST_BF16 ? "BF16" : d == PLAIT_ST_F16 ? "F16" : "F32";
+}
 
 plait_status plait_st_writer_create(const char *path, plait_st_writer **out) {
     *out = NULL;
@@ -59,7 +65,18 @@ plait_status plait_st_writer_create(const char *path, plait_st_writer **out) {
         return st;
     }
     w->format = "pt";
+    w->esize = 4;
     *out = w;
+    return PLAIT_OK;
+}
+
+plait_status plait_st_writer_dtype(plait_st_writer *w, plait_st_dtype dtype) {
+    if (w->n > 0 || w->header_written)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: the dtype is set before any tensor is declared", w->path);
+    if (dtype != PLAIT_ST_F32 && dtype != PLAIT_ST_BF16 && dtype != PLAIT_ST_F16)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: dtype %d is none of F32, BF16, F16", w->path, (int)dtype);
+    w->dtype = dtype;
+    w->esize = dtype == PLAIT_ST_F32 ? 4 : 2;
     return PLAIT_OK;
 }
 
@@ -108,7 +125,7 @@ plait_status plait_st_writer_declare(plait_st_writer *w, const char *name, int32
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s declared twice", w->path, name);
     size_t numel = 1;
     for (int32_t d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] > 0 && numel > SIZE_MAX / 4 / (size_t)shape[d]))
+        if (shape[d] < 0 || (shape[d] > 0 && numel > SIZE_MAX / w->esize / (size_t)shape[d]))
             return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s has an invalid shape", w->path, name);
         numel *= (size_t)shape[d];
     }
@@ -127,7 +144,7 @@ plait_status plait_st_writer_declare(plait_st_writer *w, const char *name, int32
     if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->numel = numel;
     t->offset = w->data_bytes;
-    w->data_bytes += 4 * (uint64_t)numel;
+    w->data_bytes += w->esize * (uint64_t)numel;
     w->n++;
     return PLAIT_OK;
 }
@@ -163,10 +180,10 @@ static int build_header(const plait_st_writer *w, uint32_t header_crc, plait_jbu
         const wtensor *t = &w->t[i];
         plait_jbuf_puts(b, ",");
         plait_jbuf_string(b, t->name);
-        plait_jbuf_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        plait_jbuf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", dtype_name(w->dtype));
         for (int32_t d = 0; d < t->ndim; d++) plait_jbuf_printf(b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
         plait_jbuf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)t->offset,
-                          (unsigned long long)(t->offset + 4 * (uint64_t)t->numel));
+                          (unsigned long long)(t->offset + w->esize * (uint64_t)t->numel));
     }
     plait_jbuf_puts(b, "}");
     while ((8 + b->len) % 8) plait_jbuf_puts(b, " ");
@@ -196,6 +213,85 @@ static plait_status write_header(plait_st_writer *w, uint32_t header_crc, uint32
     return st;
 }
 
+/* x as bfloat16: the top half of its bits, rounded to nearest, ties to
+ * even (a NaN kept a quiet NaN of its sign). */
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* x as IEEE float16, rounded to nearest, ties to even; *over set where a
+ * finite x rounds past 65504 (infinity is stored). */
+static uint16_t to_f16(float x, int *over) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (a == 0x7f800000u) return (uint16_t)(sign | 0x7c00u); /* infinity */
+    if (a >= 0x477ff000u) {                                  /* 65520 and up round to infinity */
+        *over = 1;
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (a >= 0x38800000u) {           /* normal in float16: 2^-14 and up */
+        uint32_t m = a - 0x38000000u; /* the exponent rebased by 127 - 15 */
+        m += 0xfffu + ((m >> 13) & 1u);
+        return (uint16_t)(sign | (m >> 13));
+    }
+    if (a < 0x33000000u) return sign; /* below half the least subnormal: zero */
+    /* subnormal: the significand with its implicit bit, shifted into place */
+    const uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t h = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+/* The next `count` elements of t, stored already (w->esize bytes each), at
+ * their place in the file and in the tensor's checksum. */
+static plait_status put_elements(plait_st_writer *w, wtensor *t, const void *stored, size_t count) {
+    const uint64_t pos = 8 + w->header_len + t->offset + w->esize * (uint64_t)t->written;
+    plait_status st = plait_fs_pwrite_all(w->fd, stored, w->esize * count, pos, w->tmp);
+    if (st != PLAIT_OK) {
+        w->failed = 1;
+        return st;
+    }
+    t->crc = plait_crc32c(t->crc, stored, w->esize * count);
+    t->written += count;
+    return PLAIT_OK;
+}
+
+/* The next `count` elements of t, converted to the writer's 2-byte dtype
+ * a chunk at a time. */
+static plait_status write_halves(plait_st_writer *w, wtensor *t, const float *data, size_t count) {
+    uint16_t buf[4096];
+    while (count > 0) {
+        const size_t n = count < 4096 ? count : 4096;
+        int over = 0;
+        size_t bad = 0;
+        for (size_t k = 0; k < n; k++) {
+            const int before = over;
+            buf[k] = w->dtype == PLAIT_ST_BF16 ? to_bf16(data[k]) : to_f16(data[k], &over);
+            if (over && !before) bad = k;
+        }
+        if (over) {
+            w->failed = 1;
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "%s: tensor %s holds %g at element %zu, past float16's range (65504): store it "
+                                   "as bfloat16 or float32",
+                                   w->path, t->name, (double)data[bad], t->written + bad);
+        }
+        plait_status st = put_elements(w, t, buf, n);
+        if (st != PLAIT_OK) return st;
+        data += n;
+        count -= n;
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_st_writer_write(plait_st_writer *w, const char *name, const float *data, size_t count) {
     if (w->finished || w->failed)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: write after finish or after an error", w->path);
@@ -211,15 +307,7 @@ plait_status plait_st_writer_write(plait_st_writer *w, const char *name, const f
             return st;
         }
     }
-    uint64_t pos = 8 + w->header_len + t->offset + 4 * (uint64_t)t->written;
-    plait_status st = plait_fs_pwrite_all(w->fd, data, 4 * count, pos, w->tmp);
-    if (st != PLAIT_OK) {
-        w->failed = 1;
-        return st;
-    }
-    t->crc = plait_crc32c(t->crc, data, 4 * count);
-    t->written += count;
-    return PLAIT_OK;
+    return w->dtype == PLAIT_ST_F32 ? put_elements(w, t, data, count) : write_halves(w, t, data, count);
 }
 
 plait_status plait_st_writer_finish(plait_st_writer *w, uint64_t *file_bytes) {

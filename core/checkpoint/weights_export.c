@@ -29,7 +29,13 @@ typedef struct model_shape {
     long long eot; /* the end-of-text token's id (hf's bos/eos_token_id), -1: none */
     int llama;     /* [model] arch = llama: `ls` holds its shape */
     plait_llama_shape ls;
+    plait_st_dtype dtype; /* the tensors' (--dtype), config.json's torch_dtype */
 } model_shape;
+
+/* PyTorch's name of a dtype, as config.json's torch_dtype says it. */
+static const char *torch_name(plait_st_dtype d) {
+    return d == PLAIT_ST_BF16 ? "bfloat16" : d == PLAIT_ST_F16 ? "float16" : "float32";
+}
 
 static plait_status read_shape(const plait_ckpt *ck, plait_export_format format, model_shape *m) {
     const char *arch = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.arch");
@@ -76,7 +82,7 @@ static plait_status read_shape(const plait_ckpt *ck, plait_export_format format,
 }
 
 static int config_json(char *buf, size_t cap, plait_export_format format, const model_shape *m) {
-    if (m->llama) return plait_llama_hf_config_json(buf, cap, &m->ls, m->eot);
+    if (m->llama) return plait_llama_hf_config_json(buf, cap, &m->ls, m->eot, torch_name(m->dtype));
     if (format == PLAIT_EXPORT_NANOGPT)
         return snprintf(buf, cap,
                         "{\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_embd\": %lld,\n  \"block_size\": %lld,\n"
@@ -94,8 +100,9 @@ static int config_json(char *buf, size_t cap, plait_export_format format, const 
                     "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
                     "  \"attn_pdrop\": 0.0,\n  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
                     "  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n"
-                    "%s  \"torch_dtype\": \"float32\"\n}\n",
-                    m->vocab_size, m->block_size, m->block_size, m->n_embd, m->n_layer, m->n_head, eos);
+                    "%s  \"torch_dtype\": \"%s\"\n}\n",
+                    m->vocab_size, m->block_size, m->block_size, m->n_embd, m->n_layer, m->n_head, eos,
+                    torch_name(m->dtype));
 }
 
 /* hf's tokenizer_config.json: GPT2Tokenizer (AutoTokenizer then needs no
@@ -253,9 +260,11 @@ static plait_status put_mixtral(plait_st_writer *w, const plait_ckpt *ck, size_t
  * already, lm_head only when untied (a tied copy is never saved, as
  * save_pretrained leaves it out): written as it is; a mixture of experts
  * with Mixtral's names for its experts and router (`mixtral`). */
-static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixtral, plait_export_memory *mem) {
+static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixtral, plait_st_dtype dtype,
+                                plait_export_memory *mem) {
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
+    if (st == PLAIT_OK) st = plait_st_writer_dtype(w, dtype);
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt"); /* as write_model's */
     float *none;
@@ -274,10 +283,11 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixt
 }
 
 static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path,
-                                plait_export_memory *mem) {
+                                plait_st_dtype dtype, plait_export_memory *mem) {
     const int hf = format == PLAIT_EXPORT_HF;
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
+    if (st == PLAIT_OK) st = plait_st_writer_dtype(w, dtype);
     /* the mark by which a later export knows the file is its own to replace */
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, format_name(format));
     /* transformers 4 refuses a file whose metadata lacks the format tag;
@@ -319,7 +329,7 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
 /* 1 if `path` (a model.safetensors) was written by plait export. */
 static int model_is_ours(const char *path) {
     plait_st_file *f = NULL;
-    int ours = plait_st_open(path, 0, &f) == PLAIT_OK && plait_st_metadata(f, EXPORT_MARK);
+    int ours = plait_st_open(path, PLAIT_ST_ANY_DTYPE, &f) == PLAIT_OK && plait_st_metadata(f, EXPORT_MARK);
     plait_st_close(f);
     plait_clear_error();
     return ours;
@@ -348,9 +358,12 @@ static int config_is_ours(const char *path) {
             if (!ok) continue;
             const plait_json *eos = plait_json_get(root, "eos_token_id");
             model_shape m = {v[0], v[1], v[2], v[3], v[4], eos && eos->type == PLAIT_JSON_INT ? eos->num : -1};
-            char json[2048];
-            int n = config_json(json, sizeof json, f == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT, &m);
-            ours = n > 0 && (size_t)n == len && memcmp(json, text, len) == 0;
+            for (int d = PLAIT_ST_F32; d <= PLAIT_ST_F16 && !ours; d++) { /* any --dtype's */
+                char json[2048];
+                m.dtype = (plait_st_dtype)d;
+                int n = config_json(json, sizeof json, f == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT, &m);
+                ours = n > 0 && (size_t)n == len && memcmp(json, text, len) == 0;
+            }
         }
     }
     plait_json_free(doc);
@@ -395,9 +408,9 @@ static plait_status check_out_dir(const char *out_dir, const out_text *texts, si
     return PLAIT_OK;
 }
 
-plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files, const char **what, plait_export_memory *mem) {
+plait_status plait_weights_export(const char *checkpoint, plait_export_format format, plait_st_dtype dtype,
+                                  const char *out_dir, plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used,
+                                  size_t cap, int *tokenizer_files, const char **what, plait_export_memory *mem) {
     if (tokenizer_files) *tokenizer_files = 0;
     plait_export_memory held = {0, 0};
     plait_ckpt *ck = NULL;
@@ -405,6 +418,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st != PLAIT_OK) return st;
     model_shape m;
     st = read_shape(ck, format, &m);
+    m.dtype = dtype;
     /* the end-of-text id and hf's tokenizer files: the recorded tokenizer's;
      * without one the tokens are taken as GPT-2's (llm.c's token files
      * record none), whose id is 50256 where the vocabulary reaches it, and
@@ -447,7 +461,8 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
         snprintf(path, len, "%s/model.safetensors", out_dir);
-        st = m.llama ? write_llama(ck, path, m.ls.moe_experts > 0, &held) : write_model(ck, format, path, &held);
+        st = m.llama ? write_llama(ck, path, m.ls.moe_experts > 0, dtype, &held)
+                     : write_model(ck, format, path, dtype, &held);
     }
     if (st == PLAIT_OK) {
         char json[2048];

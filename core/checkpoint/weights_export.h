@@ -29,7 +29,11 @@
  *            tiktoken's gpt2 (or a dataset's meta.pkl), named in its own
  *            scripts.
  *
- * Float32 throughout, exactly the checkpoint's values. Each file is
+ * Float32 by default, exactly the checkpoint's values; `dtype` bfloat16
+ * or float16 stores each rounded to nearest, ties to even (torchtitan's
+ * export_dtype; the half-size files models are published in), and
+ * config.json's torch_dtype says which; a float16 export refuses a weight
+ * past its range (65504), naming it, and leaves no file. Each file is
  * written atomically (temporary file, fsync, rename), the model first, so
  * a failure leaves no partial file; <out> is created if missing and other
  * files in it are left alone. Errors name the file (PLAIT_ERR_SYSTEM,
@@ -43,6 +47,7 @@
 #include <stddef.h>
 #include <plait/types.h>
 
+#include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 
 typedef enum plait_export_format {
@@ -87,8 +92,8 @@ typedef struct plait_export_memory {
  * tokens; a checkpoint from before plait recorded that: 256 ids), else 0; *what (may be NULL) to what the model was written
  * as ("Hugging Face LlamaForCausalLM", ...; static); *mem (may be NULL)
  * to what it held. */
-plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files, const char **what, plait_export_memory *mem);
+plait_status plait_weights_export(const char *checkpoint, plait_export_format format, plait_st_dtype dtype,
+                                  const char *out_dir, plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used,
+                                  size_t cap, int *tokenizer_files, const char **what, plait_export_memory *mem);
 
 #endif

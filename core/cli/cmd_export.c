@@ -1,4 +1,4 @@
-/* plait export CHECKPOINT --format hf|nanogpt --out DIR */
+/* plait export CHECKPOINT --format hf|nanogpt --out DIR [--dtype fp32|bf16|fp16] */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +52,7 @@ static void tokenizer_of(const char *path, const char *fingerprint, int files, v
 
 static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
-    const char *checkpoint = NULL, *format = NULL, *out = NULL;
+    const char *checkpoint = NULL, *format = NULL, *out = NULL, *dtype = "fp32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-') {
@@ -60,10 +60,19 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
             checkpoint = a;
             continue;
         }
-        if (strcmp(a, "--format") != 0 && strcmp(a, "--out") != 0) return bad("unknown option '%s'", a);
+        if (strcmp(a, "--format") != 0 && strcmp(a, "--out") != 0 && strcmp(a, "--dtype") != 0)
+            return bad("unknown option '%s'", a);
         if (i + 1 >= argc) return bad("%s needs a value", a);
-        *(strcmp(a, "--format") == 0 ? &format : &out) = argv[++i];
+        *(strcmp(a, "--format") == 0 ? &format : strcmp(a, "--out") == 0 ? &out : &dtype) = argv[++i];
     }
+    /* PyTorch's names too, as torchtitan's export_dtype takes them */
+    const plait_st_dtype d = !strcmp(dtype, "bf16") || !strcmp(dtype, "bfloat16")  ? PLAIT_ST_BF16
+                             : !strcmp(dtype, "fp16") || !strcmp(dtype, "float16") ? PLAIT_ST_F16
+                                                                                   : PLAIT_ST_F32;
+    if (d == PLAIT_ST_F32 && strcmp(dtype, "fp32") != 0 && strcmp(dtype, "float32") != 0)
+        return bad("--dtype %s: must be fp32 (the checkpoint's exact values), bf16 or fp16 (each weight rounded to "
+                   "nearest, half the bytes)",
+                   dtype);
     if (!checkpoint) return bad("give a checkpoint directory (runs/NAME/ckpt-<step>, or runs/NAME for its latest)");
     if (!format) return bad("give --format hf or --format nanogpt");
     if (strcmp(format, "hf") != 0 && strcmp(format, "nanogpt") != 0)
@@ -75,12 +84,16 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     int recorded = 0, tok_files = 0;
     const char *what = "";
     plait_export_memory mem;
-    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files, &what, &mem) !=
-        PLAIT_OK) {
+    if (plait_weights_export(checkpoint, f, d, out, tokenizer_of, &recorded, used, sizeof used, &tok_files, &what,
+                             &mem) != PLAIT_OK) {
         plait_cli_print_error("export");
         return 1;
     }
-    printf("exported %s as %s: %s/model.safetensors, %s/config.json", used, what, out, out);
+    printf("exported %s as %s in %s: %s/model.safetensors, %s/config.json", used, what,
+           d == PLAIT_ST_BF16  ? "bfloat16"
+           : d == PLAIT_ST_F16 ? "float16"
+                               : "float32",
+           out, out);
     if (tok_files > 0) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
     printf("\n");
     /* the streaming's evidence: one tensor at a time, never the model */
@@ -108,7 +121,7 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
 
 const plait_command plait_cmd_export = {
     "export", "write a checkpoint's model for Hugging Face transformers or nanoGPT",
-    "usage: plait export CHECKPOINT --format hf|nanogpt --out DIR\n\n"
+    "usage: plait export CHECKPOINT --format hf|nanogpt --out DIR [--dtype fp32|bf16|fp16]\n\n"
     "CHECKPOINT is a checkpoint directory (runs/NAME/ckpt-<step>) or a run directory (its latest\n"
     "complete checkpoint). Writes DIR/model.safetensors and DIR/config.json, each atomically:\n"
     "  --format hf       GPT2LMHeadModel layout (Conv1D weights [in, out], tied lm_head omitted) and\n"
@@ -119,5 +132,8 @@ const plait_command plait_cmd_export = {
     "  --format nanogpt  nanoGPT's state dict (nn.Linear weights, lm_head.weight included) and its\n"
     "                    GPTConfig fields in config.json (no tokenizer: nanoGPT encodes with tiktoken)\n"
     "  --out DIR         created if missing (its parent must exist); other files in it are kept\n"
-    "Weights only (float32, the checkpoint's exact values); [run] init_from reads both layouts back.\n",
+    "  --dtype T         fp32 (default: the checkpoint's exact values), bf16 or fp16 (bfloat16, float16\n"
+    "                    also taken): each weight rounded to nearest, ties to even, in half the bytes;\n"
+    "                    config.json's torch_dtype says which. fp16 refuses a weight past 65504\n"
+    "Weights only; [run] init_from reads both layouts back, in each dtype.\n",
     cmd_export};

@@ -354,7 +354,7 @@ static void test_rope_scaling(void **state) {
     plait_llama_shape shape;
     assert_int_equal(plait_llama_shape_of(src.spec, src.cfg, &shape), PLAIT_OK);
     char json[4096];
-    plait_llama_hf_config_json(json, sizeof json, &shape, -1);
+    plait_llama_hf_config_json(json, sizeof json, &shape, -1, NULL);
     static const char *const written[] = {"\"factor\": 8.0", "\"high_freq_factor\": 4.0", "\"low_freq_factor\": 1.0",
                                           "\"original_max_position_embeddings\": 8192", "\"rope_type\": \"llama3\""};
     for (size_t k = 0; k < sizeof written / sizeof written[0]; k++)

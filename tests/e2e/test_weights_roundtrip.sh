@@ -40,6 +40,31 @@ grep -q "plait/nanoGPT" "$E2E_WORK/back_nanogpt.out" || fail "the nanogpt export
 grep -q "note: no tokenizer written: the run recorded none and its model's ids are bytes (a byte-level model)" \
   "$E2E_WORK/exp_hf.out" || fail "no note that the ids are bytes: $(cat "$E2E_WORK/exp_hf.out")"
 ! grep -q "GPT-2" "$E2E_WORK/exp_hf.out" || fail "a byte-level model's export points at GPT-2's files: $(cat "$E2E_WORK/exp_hf.out")"
+# --dtype bf16 and fp16: half the bytes, config.json's torch_dtype, read
+# back within the type's rounding (2^-8 and 2^-11 of a tensor's largest
+# value); exported again from the run that read it back, the very same
+# file (rounding to nearest is idempotent)
+for dt in bf16 fp16; do
+  "$PLAIT_BIN" export "$E2E_WORK/trained" --format hf --dtype $dt --out "$E2E_WORK/exp_$dt" >"$E2E_WORK/exp_$dt.out" 2>&1 ||
+    fail "export --dtype $dt: $(cat "$E2E_WORK/exp_$dt.out")"
+  # its own export of a dtype is replaced as its own (the header read, no tensor converted)
+  "$PLAIT_BIN" export "$E2E_WORK/trained" --format hf --dtype $dt --out "$E2E_WORK/exp_$dt" >"$E2E_WORK/exp_$dt.out" 2>&1 ||
+    fail "export --dtype $dt over its own: $(cat "$E2E_WORK/exp_$dt.out")"
+  torch=bfloat16 tol=0.0040
+  [ $dt = fp16 ] && torch=float16 tol=0.0005
+  grep -q "\"torch_dtype\": \"$torch\"" "$E2E_WORK/exp_$dt/config.json" || fail "$dt: config.json: $(cat "$E2E_WORK/exp_$dt/config.json")"
+  full=$(stat -c %s "$E2E_WORK/exp_hf/model.safetensors") half=$(stat -c %s "$E2E_WORK/exp_$dt/model.safetensors")
+  [ $((half * 100 / full)) -le 55 ] || fail "$dt export of $half bytes against float32's $full"
+  train back_$dt run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/exp_$dt"
+  same_params trained back_$dt $tol
+  "$PLAIT_BIN" export "$E2E_WORK/back_$dt" --format hf --dtype $dt --out "$E2E_WORK/again_$dt" >/dev/null 2>&1 ||
+    fail "export of back_$dt"
+  cmp -s "$E2E_WORK/exp_$dt/model.safetensors" "$E2E_WORK/again_$dt/model.safetensors" ||
+    fail "$dt: the export of its own read-back differs"
+done
+out=$("$PLAIT_BIN" export "$E2E_WORK/trained" --format hf --dtype int8 --out "$E2E_WORK/x" 2>&1) && fail "--dtype int8 accepted"
+grep -q "dtype int8: must be fp32" <<<"$out" || fail "unclear --dtype error: $out"
+
 # a run directory as init_from, as sample and export take one: its newest checkpoint
 train back_run run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/trained"
 grep -q "initial weights from $E2E_WORK/trained/ckpt-00000005/model.safetensors" "$E2E_WORK/back_run.out" ||

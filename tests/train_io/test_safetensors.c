@@ -2,6 +2,8 @@
  * JSON subset parser, CRC32C. */
 #include "train_io_test.h"
 
+#include <math.h>
+
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
@@ -227,6 +229,84 @@ static void test_refuses_damaged_files(void **state) {
     assert_error_contains(path);
     path_of(path, "absent.safetensors");
     assert_int_equal(plait_st_open(path, 0, &f), PLAIT_ERR_SYSTEM);
+}
+
+/* A writer storing bfloat16 or float16: each value rounded to nearest, ties
+ * to even (bit patterns worked out by hand), NaN kept, infinity kept; the
+ * file reads back (checksums verified) as those values; float16 refuses a
+ * value past 65504 naming the tensor and element; the dtype is set before
+ * any declaration or refused. */
+static void test_written_halves(void **state) {
+    (void)state;
+    const float in[] = {1.0f,
+                        -2.5f,
+                        65504.0f,
+                        65519.0f,
+                        0x1p-24f,
+                        0x1p-25f,
+                        0x1.8p-25f,
+                        0x1p-14f,
+                        1.0f + 0x1p-11f,
+                        1.0f + 0x3p-11f,
+                        1.0f + 0x1p-8f,
+                        1.0f + 0x3p-8f,
+                        -0.15625f,
+                        0.1f,
+                        -INFINITY,
+                        NAN,
+                        0.0f,
+                        -0.0f};
+    const uint16_t f16[] = {0x3c00, 0xc100, 0x7bff, 0x7bff, 0x0001, 0x0000, 0x0001, 0x0400, 0x3c00,
+                            0x3c02, 0x3c04, 0x3c0c, 0xb100, 0x2e66, 0xfc00, 0x7e00, 0x0000, 0x8000};
+    const uint16_t bf16[] = {0x3f80, 0xc020, 0x4780, 0x4780, 0x3380, 0x3300, 0x3340, 0x3880, 0x3f80,
+                             0x3f80, 0x3f80, 0x3f82, 0xbe20, 0x3dcd, 0xff80, 0x7fc0, 0x0000, 0x8000};
+    const size_t n = sizeof in / sizeof in[0];
+    for (int d = 0; d < 2; d++) {
+        char path[PATH_MAX];
+        path_of(path, d ? "f16.safetensors" : "bf16.safetensors");
+        plait_st_writer *w;
+        assert_int_equal(plait_st_writer_create(path, &w), PLAIT_OK);
+        assert_int_equal(plait_st_writer_dtype(w, d ? PLAIT_ST_F16 : PLAIT_ST_BF16), PLAIT_OK);
+        int64_t shape[1] = {(int64_t)n};
+        assert_int_equal(plait_st_writer_declare(w, "x", 1, shape), PLAIT_OK);
+        assert_int_equal(plait_st_writer_dtype(w, PLAIT_ST_F32), PLAIT_ERR_INVALID_ARG); /* too late */
+        assert_int_equal(plait_st_writer_write(w, "x", in, 5), PLAIT_OK);
+        assert_int_equal(plait_st_writer_write(w, "x", in + 5, n - 5), PLAIT_OK);
+        assert_int_equal(plait_st_writer_commit(w), PLAIT_OK);
+        plait_st_file *f = NULL;
+        if (plait_st_open(path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &f) != PLAIT_OK) fail_msg("%s", plait_last_error());
+        const plait_st_tensor *t = plait_st_find(f, "x");
+        assert_non_null(t);
+        assert_string_equal(t->dtype, d ? "F16" : "BF16");
+        assert_int_equal(t->stored_bytes, 2 * n);
+        const uint16_t *want = d ? f16 : bf16;
+        for (size_t k = 0; k < n; k++) {
+            uint16_t got;
+            memcpy(&got, t->raw + 2 * k, 2);
+            if (got != want[k])
+                fail_msg("%s element %zu (%a): 0x%04x, not 0x%04x", d ? "F16" : "BF16", k, in[k], got, want[k]);
+        }
+        plait_st_close(f);
+        /* the header alone: nothing converted, no data but the raw bytes */
+        assert_int_equal(plait_st_open(path, PLAIT_ST_ANY_DTYPE, &f), PLAIT_OK);
+        t = plait_st_find(f, "x");
+        assert_true(t && t->data == NULL && t->raw != NULL);
+        plait_st_close(f);
+        assert_int_equal(plait_st_open(path, 0, &f), PLAIT_ERR_PROTOCOL);
+    }
+    char path[PATH_MAX];
+    path_of(path, "f16-over.safetensors");
+    plait_st_writer *w;
+    assert_int_equal(plait_st_writer_create(path, &w), PLAIT_OK);
+    assert_int_equal(plait_st_writer_dtype(w, PLAIT_ST_F16), PLAIT_OK);
+    int64_t shape[1] = {3};
+    assert_int_equal(plait_st_writer_declare(w, "big", 1, shape), PLAIT_OK);
+    const float big[3] = {1.0f, 65520.0f, 70000.0f};
+    assert_int_equal(plait_st_writer_write(w, "big", big, 3), PLAIT_ERR_INVALID_ARG);
+    assert_error_contains("tensor big holds 65520 at element 1, past float16's range (65504)");
+    assert_int_equal(plait_st_writer_finish(w, NULL), PLAIT_ERR_INVALID_ARG);
+    plait_st_writer_abort(w);
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 /* Valid files of other dtypes: F16, BF16 and F64 are converted to float32
@@ -466,6 +546,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_file_without_checksums),
         cmocka_unit_test(test_refuses_damaged_files),
         cmocka_unit_test(test_dtypes_and_foreign_files),
+        cmocka_unit_test(test_written_halves),
         cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_two_writers_one_path),
         cmocka_unit_test(test_json_parser),
