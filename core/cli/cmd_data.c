@@ -194,5 +194,6 @@ const plait_command plait_cmd_data = {
     "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n"
     "  --format F           every input as text or jsonl; auto (default): jsonl by the name, else text\n"
     "  --json-key KEY       the member holding a JSON Lines line's document (default text)\n"
-    "  --workers N          threads encoding JSON Lines documents (default 0: one a core; the same output)\n",
+    "  --workers N          threads encoding JSON Lines documents, or a text file's 4 MiB parts cut\n"
+    "                       where no token can span the cut (default 0: one a core; the same output)\n",
     cmd_data};

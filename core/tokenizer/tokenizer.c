@@ -352,6 +352,15 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
     return st;
 }
 
+size_t plait_tokenizer_cut(const void *text, size_t len, size_t from) {
+    const unsigned char *s = text;
+    for (size_t p = from > 0 ? from : 1; p < len; p++) {
+        const unsigned char c = s[p - 1];
+        if (s[p] == ' ' && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return p;
+    }
+    return len;
+}
+
 plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
     return encode_into(t, text, len, out, NULL);
 }

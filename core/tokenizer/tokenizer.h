@@ -82,6 +82,14 @@ plait_status plait_tokenizer_encode_prompt(const plait_tokenizer *t, const void 
 plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,
                                            plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
                                            void *ctx);
+/* The first position p >= from (from <= len) at which a piece of both
+ * patterns starts whatever bytes come before p: an ASCII letter or digit
+ * at p - 1 and a space at p (a letter's or digit's piece ends before a
+ * space in GPT-2's pattern and Llama 3's, and neither looks behind); len
+ * when there is none. So the ids of text[0, p) followed by those of
+ * text[p, len) are the ids of the whole text: encoders may cut a long
+ * text there and encode the parts apart. */
+size_t plait_tokenizer_cut(const void *text, size_t len, size_t from);
 /* The bytes of token `id` (not NUL-terminated): PLAIT_ERR_INVALID_ARG when
  * id is outside [0, vocab_size). */
 plait_status plait_tokenizer_token(const plait_tokenizer *t, int32_t id, const unsigned char **bytes, size_t *len);

@@ -28,7 +28,7 @@ typedef struct shard_stream {
 
 typedef struct prepare_run {
     const plait_prepare_options *o;
-    int workers;                 /* threads encoding a JSON Lines batch */
+    int workers;                 /* threads encoding a JSON Lines batch or a text's parts */
     shard_stream *stream;        /* where ids go now */
     uint64_t bytes_before;       /* input bytes of earlier pieces */
     uint64_t bytes_total;
@@ -83,23 +83,6 @@ static int32_t doc_start_token(const plait_tokenizer *t) {
     return plait_tokenizer_bos(t) >= 0 ? plait_tokenizer_bos(t) : plait_tokenizer_eot(t);
 }
 
-/* Encode bytes [from, to) of a file into a split, a document start first
- * when `doc_start`. */
-static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from, size_t to,
-                                int doc_start) {
-    r->stream = s;
-    int32_t first = doc_start_token(r->o->tokenizer);
-    if (doc_start && first >= 0) {
-        plait_status st = stream_write(s, &first, 1);
-        if (st != PLAIT_OK) return st;
-        r->tokens++;
-    }
-    plait_status st = to > from ? plait_tokenizer_encode_stream(r->o->tokenizer, text + from, to - from, sink, r)
-                                : PLAIT_OK;
-    r->bytes_before += to - from;
-    return st;
-}
-
 /* A JSON Lines input's lines in batches: each batch's lines parsed and
  * encoded on the workers' threads (the tokenizer is read-only), then their
  * ids written in line order, so the shards hold the same bits whatever the
@@ -142,16 +125,21 @@ static void *encode_lines(void *arg) {
     return NULL;
 }
 
-/* The batch on `workers` threads, this one among them (fewer where a
- * thread cannot start). */
-static void run_batch(line_batch *b, int workers) {
+/* fn(arg) on `workers` threads for n jobs, this one among them (fewer
+ * where a thread cannot start); each takes jobs until none is left. */
+static void run_threads(void *(*fn)(void *), void *arg, int n, int workers) {
     pthread_t th[PLAIT_PREPARE_MAX_WORKERS];
     int started = 0;
-    atomic_store(&b->next, 0);
-    for (int w = 1; w < workers && w < b->n; w++)
-        if (pthread_create(&th[started], NULL, encode_lines, b) == 0) started++;
-    encode_lines(b);
+    for (int w = 1; w < workers && w < n; w++)
+        if (pthread_create(&th[started], NULL, fn, arg) == 0) started++;
+    fn(arg);
     for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
+}
+
+/* The batch on the workers' threads. */
+static void run_batch(line_batch *b, int workers) {
+    atomic_store(&b->next, 0);
+    run_threads(encode_lines, b, b->n, workers);
 }
 
 /* The batch's documents into split s in line order, or its first error. */
@@ -202,6 +190,93 @@ static plait_status encode_jsonl(prepare_run *r, shard_stream *s, const plait_ma
         for (int i = 0; i < b.n; i++) plait_token_buf_free(&lines[i].ids);
     }
     free(lines);
+    return st;
+}
+
+/* A text's parts, cut where no piece of the tokenizer's spans the cut
+ * (plait_tokenizer_cut): each encoded on the workers' threads a batch at a
+ * time, then their ids written in order, which are the whole text's. */
+typedef struct text_job {
+    size_t from, to;
+    plait_token_buf ids;
+    plait_status st;
+    char err[1024];
+} text_job;
+
+typedef struct text_batch {
+    const plait_tokenizer *tok;
+    const unsigned char *text;
+    text_job *jobs;
+    int n;
+    atomic_int next;
+} text_batch;
+
+static void *encode_parts(void *arg) {
+    text_batch *b = arg;
+    for (int i; (i = atomic_fetch_add(&b->next, 1)) < b->n;) {
+        text_job *j = &b->jobs[i];
+        j->ids.len = 0;
+        j->st = plait_tokenizer_encode(b->tok, b->text + j->from, j->to - j->from, &j->ids);
+        if (j->st != PLAIT_OK) snprintf(j->err, sizeof j->err, "%s", plait_last_error());
+    }
+    return NULL;
+}
+
+static plait_status encode_text_parts(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from,
+                                      size_t to, size_t part) {
+    const int per_batch = r->workers;
+    text_job *jobs = calloc((size_t)per_batch, sizeof *jobs);
+    if (!jobs) return plait_set_error(PLAIT_ERR_NO_MEMORY, "data prepare: out of memory for a text's parts");
+    text_batch b = {.tok = r->o->tokenizer, .text = text, .jobs = jobs};
+    plait_status st = PLAIT_OK;
+    for (size_t p = from; st == PLAIT_OK && p < to;) {
+        for (b.n = 0; b.n < per_batch && p < to; b.n++) {
+            const size_t end = to - p > part ? plait_tokenizer_cut(text, to, p + part) : to;
+            jobs[b.n].from = p;
+            jobs[b.n].to = end;
+            p = end;
+        }
+        atomic_store(&b.next, 0);
+        run_threads(encode_parts, &b, b.n, r->workers);
+        for (int i = 0; i < b.n && st == PLAIT_OK; i++) {
+            const text_job *j = &jobs[i];
+            st = j->st != PLAIT_OK ? plait_set_error(j->st, "%s", j->err) : stream_write(s, j->ids.ids, j->ids.len);
+            r->tokens += (int64_t)j->ids.len;
+            r->bytes_before += j->to - j->from;
+            if (r->o->progress) r->o->progress(r->o->ctx, r->bytes_before, r->bytes_total, r->tokens);
+        }
+    }
+    for (int i = 0; i < per_batch; i++) plait_token_buf_free(&jobs[i].ids);
+    free(jobs);
+    return st;
+}
+
+/* Encode bytes [from, to) of a file into a split, a document start first
+ * when `doc_start`: on one thread as a stream, or in parts on the workers'
+ * threads where it is longer than two parts. */
+static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from, size_t to,
+                                int doc_start) {
+    r->stream = s;
+    int32_t first = doc_start_token(r->o->tokenizer);
+    if (doc_start && first >= 0) {
+        plait_status st = stream_write(s, &first, 1);
+        if (st != PLAIT_OK) return st;
+        r->tokens++;
+    }
+    /* parts of a worker's share, 4 to 16 MiB (unless the options set one):
+     * each part's encoding learns its own pieces' ids again (the
+     * tokenizer's cache is per call), which costs a fifth more CPU in 1 MiB
+     * parts of a text of many words; and a batch's ids are held at once */
+    const size_t min_part = (size_t)4 << 20, max_part = (size_t)16 << 20, share = (to - from) / (size_t)r->workers + 1;
+    const size_t part = r->o->text_part_bytes ? r->o->text_part_bytes
+                        : share < min_part    ? min_part
+                        : share > max_part    ? max_part
+                                              : share;
+    if (r->workers > 1 && to - from > 2 * (r->o->text_part_bytes ? part : min_part))
+        return encode_text_parts(r, s, text, from, to, part);
+    plait_status st = to > from ? plait_tokenizer_encode_stream(r->o->tokenizer, text + from, to - from, sink, r)
+                                : PLAIT_OK;
+    r->bytes_before += to - from;
     return st;
 }
 

@@ -52,10 +52,14 @@ typedef struct plait_prepare_options {
     /* every input as: 0 = by its name (JSON Lines as above, else text),
      * PLAIT_PREPARE_TEXT or PLAIT_PREPARE_JSONL */
     int format;
-    /* threads encoding a JSON Lines file's documents (0 = the machine's
-     * cores; at most PLAIT_PREPARE_MAX_WORKERS): the output is the same
-     * bits whatever their number */
+    /* threads encoding a JSON Lines file's documents, or a text file's
+     * parts cut where the tokenizer's pieces allow (plait_tokenizer_cut)
+     * (0 = the machine's cores; at most PLAIT_PREPARE_MAX_WORKERS): the
+     * output is the same bits whatever their number */
     int workers;
+    /* the bytes of a text file's parts encoded apart (0 = 4 MiB; tests
+     * take less) */
+    size_t text_part_bytes;
     /* progress (may be NULL): bytes of input done and in all, tokens so far */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
     void *ctx;

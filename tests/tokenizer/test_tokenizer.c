@@ -139,6 +139,75 @@ static void test_round_trip_arbitrary_bytes(void **state) {
     free(buf);
 }
 
+/* The pieces both patterns cut `s` into, as a set of piece ends (ends[i]
+ * set where a piece ends at i), offset by `base`. */
+static void piece_ends(const unsigned char *s, size_t n, int llama3, size_t base, unsigned char *ends) {
+    for (size_t pos = 0; pos < n;) {
+        pos = llama3 ? plait_pretokenize_next_llama3(s, n, pos) : plait_pretokenize_next(s, n, pos);
+        ends[base + pos] = 1;
+    }
+}
+
+/* plait_tokenizer_cut's points: in texts of words, numbers, punctuation,
+ * white space, line breaks, UTF-8 and broken UTF-8, the pieces of the text
+ * before each cut and of the text after it are the whole text's, for
+ * GPT-2's pattern and Llama 3's; and GPT-2's ids of the parts, joined, are
+ * the whole text's. */
+static void test_cut_points(void **state) {
+    (void)state;
+    static const char *const atoms[] = {" ",        "  ",           "\n",   "\n\n", "\t",       "'s", "'LL", "a",
+                                        "the",      "Zoo",          "9",    "42",   "1234",     ".",  "!?",  ".\n",
+                                        "\xc3\xa9", "\xe6\x97\xa5", "\xff", "\r\n", "\xc2\xa0", " x", "  y", "7 ",
+                                        "b ",       "don't"};
+    unsigned char *buf = malloc(8192), *whole = malloc(8193), *parts = malloc(8193);
+    int cuts = 0;
+    for (int round = 0; round < 300; round++) {
+        size_t n = 0, want = next_rand() % 8000;
+        while (n < want) {
+            const char *a = atoms[next_rand() % (sizeof atoms / sizeof atoms[0])];
+            const size_t l = strlen(a);
+            if (n + l > want) break;
+            memcpy(buf + n, a, l);
+            n += l;
+        }
+        for (int llama3 = 0; llama3 < 2; llama3++) {
+            memset(whole, 0, n + 1);
+            memset(parts, 0, n + 1);
+            piece_ends(buf, n, llama3, 0, whole);
+            for (size_t p = 0; p < n;) {
+                size_t q = plait_tokenizer_cut(buf, n, p + 1 + next_rand() % 64);
+                assert_true(q > p && q <= n);
+                if (q < n) {
+                    assert_true(buf[q] == ' ');
+                    cuts++;
+                }
+                piece_ends(buf + p, q - p, llama3, p, parts);
+                p = q;
+            }
+            if (memcmp(whole, parts, n + 1) != 0)
+                fail_msg("round %d (%s): cut pieces differ", round, llama3 ? "llama3" : "gpt2");
+        }
+        plait_token_buf all = {0}, joined = {0};
+        assert_int_equal(plait_tokenizer_encode(gpt2, buf, n, &all), PLAIT_OK);
+        for (size_t p = 0; p < n;) {
+            size_t q = plait_tokenizer_cut(buf, n, p + 1 + next_rand() % 256);
+            assert_int_equal(plait_tokenizer_encode(gpt2, buf + p, q - p, &joined), PLAIT_OK);
+            p = q;
+        }
+        assert_int_equal(all.len, joined.len);
+        assert_memory_equal(all.ids, joined.ids, all.len * sizeof *all.ids);
+        plait_token_buf_free(&all);
+        plait_token_buf_free(&joined);
+    }
+    assert_true(cuts > 1000);                                /* the texts were cut */
+    assert_int_equal(plait_tokenizer_cut("a.b c", 5, 0), 3); /* after the letter b */
+    assert_int_equal(plait_tokenizer_cut("x. b", 4, 0), 4);
+    assert_int_equal(plait_tokenizer_cut("ab c", 4, 0), 2);
+    free(buf);
+    free(whole);
+    free(parts);
+}
+
 /* The bundled corpus at 4096: at least 2x fewer tokens than bytes, exact
  * round trips, and the saved files load back to the same encoding. */
 static void test_train_on_corpus(void **state) {
@@ -417,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_gpt2_reference_ids),
         cmocka_unit_test(test_white_space_class),
         cmocka_unit_test(test_round_trip_arbitrary_bytes),
+        cmocka_unit_test(test_cut_points),
         cmocka_unit_test(test_train_on_corpus),
         cmocka_unit_test(test_train_is_deterministic_and_small_vocab),
         cmocka_unit_test(test_bad_files),

@@ -69,10 +69,34 @@ static void test_shards_read_back_as_the_text(void **state) {
     const char *inputs[] = {corpus_path()};
     plait_prepare_options o = {.inputs = inputs, .n_inputs = 1, .tokenizer = tok, .out_dir = out,
                                .val_fraction = 0.1, .shard_tokens = 40000};
-    plait_prepare_result r;
+    plait_prepare_result r, rp;
     assert_int_equal(plait_data_prepare(&o, &r), PLAIT_OK);
     assert_int_equal(r.dtype_bytes, 2);
     assert_int_equal(r.train_shards, (int)((r.train_tokens + 39999) / 40000));
+    /* the text in parts of about 997 bytes on 4 threads (cut where no
+     * piece spans the cut): every shard the same bytes as one stream's */
+    char out_par[PATH_MAX + 32];
+    snprintf(out_par, sizeof out_par, "%s/ds-parts", scratch);
+    plait_prepare_options op = o;
+    op.out_dir = out_par;
+    op.workers = 4;
+    op.text_part_bytes = 997;
+    assert_int_equal(plait_data_prepare(&op, &rp), PLAIT_OK);
+    assert_true(rp.train_tokens == r.train_tokens && rp.val_tokens == r.val_tokens &&
+                rp.train_shards == r.train_shards);
+    for (int i = 0; i < r.train_shards + r.val_shards; i++) {
+        const int v = i >= r.train_shards;
+        char a[PATH_MAX + 64], b[PATH_MAX + 64];
+        snprintf(a, sizeof a, "%s/%s_%06d.bin", out, v ? "val" : "train", v ? i - r.train_shards : i);
+        snprintf(b, sizeof b, "%s/%s_%06d.bin", out_par, v ? "val" : "train", v ? i - r.train_shards : i);
+        plait_mapped_file fa, fb;
+        assert_int_equal(plait_mapped_file_open(a, &fa), PLAIT_OK);
+        assert_int_equal(plait_mapped_file_open(b, &fb), PLAIT_OK);
+        assert_int_equal(fa.len, fb.len);
+        assert_memory_equal(fa.data, fb.data, fa.len);
+        plait_mapped_file_close(&fa);
+        plait_mapped_file_close(&fb);
+    }
     assert_int_equal(r.val_shards, 1);
     assert_true(r.val_tokens > 0 && r.train_tokens > 8 * r.val_tokens);
 
