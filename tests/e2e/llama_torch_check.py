@@ -18,6 +18,12 @@
       tied lm_head, nothing unexpected); its float32 logits on TOKENS equal
       PLAIT_LOGITS within 1e-4 of the largest logit (max |diff| / max
       |logit|, printed).
+  llama_torch_check.py rounded DIR32 DIR16 DTYPE
+      DIR16 (plait export --dtype bf16 or fp16 of the model DIR32 was
+      exported from) loaded by LlamaForCausalLM.from_pretrained with
+      dtype "auto" holds its tensors in DTYPE (bfloat16 | float16), as its
+      config.json names it, and each equals torch's rounding of DIR32's
+      float32 tensor to DTYPE bit for bit (round to nearest, ties to even).
   llama_torch_check.py greedy DIR PROMPT N SAMPLE_OUT
       transformers' greedy continuation of PROMPT's bytes by N tokens
       equals the bytes `plait sample --temperature 0` wrote (the prompt,
@@ -61,6 +67,26 @@ def logits(model_dir, tokens_path, plait_path):
     return compare(model, model_dir, tokens_path, plait_path)
 
 
+def rounded(dir32, dir16, dtype_name):
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype_name]
+    full = load(LlamaForCausalLM, dir32)
+    if full is None:
+        return 1
+    try:
+        half = LlamaForCausalLM.from_pretrained(dir16, dtype="auto")
+    except TypeError:  # transformers before 4.56 names it torch_dtype
+        half = LlamaForCausalLM.from_pretrained(dir16, torch_dtype="auto")
+    want = full.state_dict()
+    bad = []
+    for name, t in half.state_dict().items():
+        if t.dtype != dtype:
+            bad.append(f"{name} is {t.dtype}")
+        elif not torch.equal(t.view(torch.int16), want[name].to(dtype).view(torch.int16)):
+            bad.append(f"{name} differs from torch's rounding in {(t != want[name].to(dtype)).sum().item()} elements")
+    print(f"rounded: {len(half.state_dict())} tensors of {dir16} in {dtype_name}: " + ("; ".join(bad) or "each equals torch's rounding"))
+    return 1 if bad else 0
+
+
 def greedy(model_dir, prompt, n, sample_out):
     model = load(LlamaForCausalLM, model_dir)
     if model is None:
@@ -82,6 +108,8 @@ def main(argv):
         return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
+    if argv[0] == "rounded":
+        return rounded(*argv[1:4])
     if argv[0] == "greedy":
         return greedy(argv[1], argv[2], int(argv[3]), argv[4])
     print(__doc__)

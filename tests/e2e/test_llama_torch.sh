@@ -7,7 +7,9 @@
 # saved sharded it gives the same logits bit for bit, saved in bfloat16
 # transformers' logits of those bfloat16 weights;
 # llama runs trained by plait, untied and tied, exported with --format hf,
-# loaded by LlamaForCausalLM.from_pretrained give plait's logits; and a
+# loaded by LlamaForCausalLM.from_pretrained give plait's logits, and
+# exported with --dtype bf16 and fp16 are read by it in that dtype, each
+# tensor torch's rounding of the float32 export's; and a
 # transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
 # plait's logits of it, read with [model] rope_scaling = llama3.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
@@ -68,5 +70,18 @@ for tie in false true; do
     tie_embeddings=$tie || fail "plait's logits of its export"
   "$PY" "$CHECK" logits "$E2E_WORK/exp_$tie" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$tie.safetensors" ||
     fail "transformers' logits of plait's export (tie_embeddings=$tie) differ from plait's"
+done
+# half-size exports: transformers reads them in their dtype, each tensor
+# torch's rounding of the float32 export's, and plait reads them back
+for dt in bf16:bfloat16 fp16:float16; do
+  "$PLAIT_BIN" export "$E2E_WORK/trained_false" --format hf --dtype "${dt%%:*}" --out "$E2E_WORK/exp_${dt%%:*}" \
+    >/dev/null || fail "export --dtype ${dt%%:*}"
+  "$PY" "$CHECK" rounded "$E2E_WORK/exp_false" "$E2E_WORK/exp_${dt%%:*}" "${dt#*:}" ||
+    fail "transformers' reading of plait's --dtype ${dt%%:*} export is not torch's rounding of its float32 export"
+  # shellcheck disable=SC2086
+  "$LOGITS" "$E2E_WORK/exp_${dt%%:*}" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_${dt%%:*}.safetensors" $SHAPE \
+    tie_embeddings=false || fail "plait's logits of its --dtype ${dt%%:*} export"
+  "$PY" "$CHECK" logits "$E2E_WORK/exp_${dt%%:*}" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_${dt%%:*}.safetensors" ||
+    fail "transformers' logits of plait's --dtype ${dt%%:*} export differ from plait's"
 done
 echo "llama in transformers OK: its model read by plait, plait's exports read by it, logits and greedy tokens agree"
