@@ -15,7 +15,7 @@
 #include "kernels/kernels_pool.h"
 
 #define RMS_ROWS 32 /* rows per work item */
-#define RMS_COLS 16 /* columns per work item of the weight gradient */
+#define RMS_COLS 64 /* columns per work item of the weight gradient (a row's four cache lines) */
 
 typedef struct rms_job {
     float *out, *rstd;     /* forward */
@@ -55,14 +55,18 @@ PLAIT_SIMD_CLONES static void rms_backward_rows(const rms_job *j, int64_t r0, in
 
 /* dweight[c] += Σ_r dout·x·rstd for c in [c0, c1) */
 PLAIT_SIMD_CLONES static void rms_weight_grad_cols(const rms_job *j, int64_t c0, int64_t c1) {
-    const int64_t C = j->C;
-    float *dw = j->dweight;
+    const int64_t C = j->C, n = c1 - c0;
+    float *dw = j->dweight + c0;
+    const float *inp = j->inp + c0, *dout = j->dout + c0, *rstd = j->rstd_in;
+    float acc[RMS_COLS]; /* the running sums apart from the inputs: the loop vectorises */
+    for (int64_t c = 0; c < n; c++) acc[c] = dw[c];
     for (int64_t r = 0; r < j->BT; r++) {
-        const float *x = j->inp + r * C;
-        const float *d = j->dout + r * C;
-        const float s = j->rstd_in[r];
-        for (int64_t c = c0; c < c1; c++) dw[c] += x[c] * s * d[c];
+        const float *x = inp + r * C;
+        const float *d = dout + r * C;
+        const float s = rstd[r];
+        for (int64_t c = 0; c < n; c++) acc[c] += x[c] * s * d[c];
     }
+    for (int64_t c = 0; c < n; c++) dw[c] = acc[c];
 }
 
 static void rms_forward_item(void *vj, int64_t item) {

@@ -18,23 +18,36 @@ typedef struct swiglu_job {
 
 static inline float sigmoid(float g) { return 1.0f / (1.0f + plait_expf(-g)); }
 
-PLAIT_SIMD_CLONES static void swiglu_forward_range(void *vj, int64_t lo, int64_t hi) {
-    const swiglu_job *j = vj;
-    for (int64_t i = lo; i < hi; i++) {
-        const float g = j->gate[i];
-        j->out[i] = g * sigmoid(g) * j->up[i];
+/* The spans take their buffers as arguments, not through the job: plait
+ * builds with -fno-strict-aliasing, under which a store to out[i] could
+ * change the job's pointers, and GCC would reload them each element and
+ * leave the loop scalar. */
+PLAIT_SIMD_CLONES static void swiglu_forward_span(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g * sigmoid(g) * up[i];
     }
 }
 
 /* d/dg [g·σ(g)] = σ(g)·(1 + g·(1 − σ(g))) */
-PLAIT_SIMD_CLONES static void swiglu_backward_range(void *vj, int64_t lo, int64_t hi) {
-    const swiglu_job *j = vj;
-    for (int64_t i = lo; i < hi; i++) {
-        const float g = j->gate[i], u = j->up[i], d = j->dout[i];
+PLAIT_SIMD_CLONES static void swiglu_backward_span(float *dgate, float *dup, const float *dout, const float *gate,
+                                                   const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i], u = up[i], d = dout[i];
         const float sg = sigmoid(g);
-        j->dgate[i] = d * u * sg * (1.0f + g * (1.0f - sg));
-        j->dup[i] = d * g * sg;
+        dgate[i] = d * u * sg * (1.0f + g * (1.0f - sg));
+        dup[i] = d * g * sg;
     }
+}
+
+static void swiglu_forward_range(void *vj, int64_t lo, int64_t hi) {
+    const swiglu_job *j = vj;
+    swiglu_forward_span(j->out + lo, j->gate + lo, j->up + lo, hi - lo);
+}
+
+static void swiglu_backward_range(void *vj, int64_t lo, int64_t hi) {
+    const swiglu_job *j = vj;
+    swiglu_backward_span(j->dgate + lo, j->dup + lo, j->dout + lo, j->gate + lo, j->up + lo, hi - lo);
 }
 
 void plait_k_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
