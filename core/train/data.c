@@ -470,6 +470,17 @@ static plait_status common_options(const plait_config *cfg, plait_data_options *
     return st;
 }
 
+/* plait_data_open, the data then naming the tokenizer common_options found. */
+static plait_status open_tokenized(const plait_data_options *o, const char *tokenizer, uint64_t fingerprint,
+                                   plait_data **out) {
+    plait_status st = plait_data_open(o, out);
+    if (st == PLAIT_OK) {
+        snprintf((*out)->tokenizer, sizeof(*out)->tokenizer, "%s", tokenizer);
+        (*out)->tokenizer_fingerprint = fingerprint;
+    }
+    return st;
+}
+
 plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batch, plait_data **out) {
     *out = NULL;
     const char *path = plait_config_str(cfg, "data", "path");
@@ -501,11 +512,7 @@ plait_status plait_data_open_config(const plait_config *cfg, int64_t global_batc
         o.n_paths = train.n;
         o.val_paths = (const char *const *)val.names;
         o.n_val_paths = val.n;
-        st = plait_data_open(&o, out);
-    }
-    if (st == PLAIT_OK) {
-        snprintf((*out)->tokenizer, sizeof (*out)->tokenizer, "%s", tokenizer);
-        (*out)->tokenizer_fingerprint = fingerprint;
+        st = open_tokenized(&o, tokenizer, fingerprint, out);
     }
     free_names(&train);
     free_names(&val);
@@ -524,11 +531,7 @@ plait_status plait_data_open_val_set(const plait_config *cfg, const char *name, 
         o.val_only = 1;
         o.val_paths = (const char *const *)files.names;
         o.n_val_paths = files.n;
-        st = plait_data_open(&o, out);
-    }
-    if (st == PLAIT_OK) {
-        snprintf((*out)->tokenizer, sizeof(*out)->tokenizer, "%s", tokenizer);
-        (*out)->tokenizer_fingerprint = fingerprint;
+        st = open_tokenized(&o, tokenizer, fingerprint, out);
     }
     free_names(&files);
     return st == PLAIT_OK ? st : plait_wrap_error(st, "[data] val_sets: the set '%s'", name);
