@@ -20,7 +20,10 @@ const char *const plait_llama_ckpt_keys[] = {"n_kv_head",
                                              "rope_low_freq_factor",
                                              "rope_high_freq_factor",
                                              "rope_original_max_pos",
+                                             "qkv_bias",
                                              NULL};
+/* plait_llama_ckpt_keys' indices */
+enum { KEY_ROPE_FIRST_PARAM = 6, KEY_ROPE_LAST_PARAM = 9, KEY_QKV_BIAS = 10 };
 
 /* rope_scaling = none's parameters: the keys' defaults (core_schema.c) */
 static const plait_rope_scaling rope_none = {PLAIT_ROPE_SCALING_NONE, 8, 1, 4, 8192};
@@ -49,6 +52,7 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
                                .norm_eps = plait_config_float(cfg, "model", "norm_eps"),
                                .rope_theta = plait_config_float(cfg, "model", "rope_theta"),
                                .tied = plait_tied_is_copy(head),
+                               .qkv_bias = param_named(spec, "model.layers.0.self_attn.q_proj.bias") != NULL,
                                .rope = {strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0
                                             ? PLAIT_ROPE_SCALING_LLAMA3
                                             : PLAIT_ROPE_SCALING_NONE,
@@ -83,6 +87,9 @@ plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *wher
     } else if (s->moe_sigmoid) {
         key = "moe_router", allowed = "softmax, Mixtral's";
         snprintf(value, sizeof value, "sigmoid");
+    } else if (s->qkv_bias) {
+        key = "qkv_bias", allowed = "false: Mixtral's q, k and v projections have no biases";
+        snprintf(value, sizeof value, "true");
     } else if (s->moe_top_k < 2) {
         key = "moe_top_k", allowed = "2 or more: Mixtral renormalises the chosen scores to sum to 1, which with "
                                      "k = 1 gives a gate of 1 where plait's gate is the score itself";
@@ -129,8 +136,11 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
     case 8:
         real_text(s->rope.high_freq_factor, buf, cap);
         break;
-    default:
+    case KEY_ROPE_LAST_PARAM:
         snprintf(buf, cap, "%lld", (long long)s->rope.original_max_pos);
+        break;
+    default:
+        snprintf(buf, cap, "%s", s->qkv_bias ? "true" : "false");
         break;
     }
 }
@@ -187,7 +197,18 @@ static plait_status moe_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) 
 }
 
 int plait_llama_key_recorded(const plait_llama_shape *s, size_t i) {
-    return i <= 5 || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
+    return i < KEY_ROPE_FIRST_PARAM || i > KEY_ROPE_LAST_PARAM || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
+}
+
+/* qkv_bias as a checkpoint records it: false where it records none (one
+ * written before plait knew the key). */
+static plait_status qkv_bias_from_ckpt(const plait_ckpt *ck, int *out) {
+    const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.qkv_bias");
+    *out = v && !strcmp(v, "true");
+    if (!v || *out || !strcmp(v, "false")) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_PROTOCOL,
+                           "%s: model metadata 'plait.model.qkv_bias' is '%s' (allowed: true, false)",
+                           plait_ckpt_dir(ck), v);
 }
 
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
@@ -221,6 +242,7 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
                                    plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
     }
     plait_status st = rope_from_ckpt(ck, &out->rope);
+    if (st == PLAIT_OK) st = qkv_bias_from_ckpt(ck, &out->qkv_bias);
     return st == PLAIT_OK ? moe_from_ckpt(ck, out) : st;
 }
 
@@ -341,7 +363,9 @@ static plait_status check_rope(const char *path, const plait_json *root, const p
     return llama3 ? same_llama3(path, where, obj, want) : PLAIT_OK;
 }
 
-static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want) {
+/* `qwen2`: a Qwen2 file, whose sliding_window counts only under
+ * use_sliding_window (check_qwen2_window). */
+static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want, int qwen2) {
     plait_status st = no_bias(path, root, "attention_bias");
     if (st == PLAIT_OK) st = no_bias(path, root, "mlp_bias");
     if (st != PLAIT_OK) return st;
@@ -361,7 +385,7 @@ static plait_status check_features(const char *path, const plait_json *root, con
                               "the head size is not hidden_size / num_attention_heads (plait's is n_embd / n_head)");
     }
     const plait_json *sw = plait_json_get(root, "sliding_window");
-    if (sw && sw->type != PLAIT_JSON_NULL)
+    if (!qwen2 && sw && sw->type != PLAIT_JSON_NULL)
         return refuse_feature(path, "sliding_window", "set", "attention sees a sliding window (allowed: null)");
     return PLAIT_OK;
 }
@@ -391,24 +415,85 @@ static plait_status check_mixtral(const char *path, const plait_json *root, cons
     return st;
 }
 
+/* The Hugging Face class a shape reads as, and its config class's
+ * defaults for the keys a file may leave out (Llama 2 7B's, Qwen2 7B's
+ * (transformers' Qwen2Config), Mixtral 8x7B's). */
+typedef struct hf_class {
+    const char *model_type, *name, *cls;
+    double kv_heads, ffn, vocab, eps, theta, positions; /* kv_heads 0: num_attention_heads */
+} hf_class;
+
+static const hf_class hf_llama = {"llama", "Llama", " (LlamaConfig's default: the file leaves it out)",
+                                  0,       11008,   32000,
+                                  1e-6,    10000,   2048};
+static const hf_class hf_qwen2 = {"qwen2", "Qwen2", " (Qwen2Config's default: the file leaves it out)",
+                                  32,      22016,   151936,
+                                  1e-6,    10000,   32768};
+static const hf_class hf_mixtral = {"mixtral", "Mixtral", " (MixtralConfig's default: the file leaves it out)",
+                                    8,         14336,     32000,
+                                    1e-5,      1e6,       4096 * 32};
+
+static const hf_class *class_of(const plait_llama_shape *s) {
+    return s->moe_experts > 0 ? &hf_mixtral : s->qkv_bias ? &hf_qwen2 : &hf_llama;
+}
+
+/* model_type: the run's class; what would load a file of another. */
+static plait_status check_type(const char *path, const plait_json *root, const hf_class *want) {
+    const plait_json *type = plait_json_get(root, "model_type");
+    const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)";
+    if (!strcmp(name, want->model_type)) return PLAIT_OK;
+    const char *hint = "";
+    if (want == &hf_llama && !strcmp(name, "mixtral"))
+        hint = "; a Mixtral model needs model.moe_experts, moe_top_k and moe_ffn_hidden as its num_local_experts, "
+               "num_experts_per_tok and intermediate_size";
+    else if (want == &hf_llama && !strcmp(name, "qwen2"))
+        hint = "; a Qwen2 model's q, k and v projections have biases: give model.qkv_bias=true";
+    else if (want == &hf_qwen2 && !strcmp(name, "llama"))
+        hint = "; a Llama model's projections have no biases: give model.qkv_bias=false";
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: model_type = %s: [model] arch = llama%s reads Hugging Face %s models "
+                           "(model_type %s)%s",
+                           path, name,
+                           want == &hf_mixtral ? " with moe_experts > 0"
+                           : want == &hf_qwen2 ? " with qkv_bias = true"
+                                               : "",
+                           want->name, want->model_type, hint);
+}
+
+/* A Qwen2 file's sliding window: none of its layers under it
+ * (layer_types, which transformers 5 writes, or use_sliding_window with
+ * max_window_layers, the layers from which the window applies). */
+static plait_status check_qwen2_window(const char *path, const plait_json *root, double layers) {
+    const plait_json *types = plait_json_get(root, "layer_types");
+    if (types && types->type == PLAIT_JSON_ARRAY) {
+        for (const plait_json *t = types->child; t; t = t->next) {
+            if (t->type != PLAIT_JSON_STRING) return not_a(path, "layer_types", "a list of strings");
+            if (strcmp(t->str, "full_attention") != 0)
+                return refuse_feature(path, "layer_types", t->str,
+                                      "a layer's attention is not full (allowed: full_attention)");
+        }
+        return PLAIT_OK;
+    }
+    const plait_json *use = plait_json_get(root, "use_sliding_window");
+    if (!use || use->type == PLAIT_JSON_NULL || (use->type == PLAIT_JSON_BOOL && !use->num)) return PLAIT_OK;
+    if (use->type != PLAIT_JSON_BOOL) return not_a(path, "use_sliding_window", "true or false");
+    double from = 28; /* Qwen2Config's max_window_layers */
+    if (number(root, "max_window_layers", &from) < 0) return not_a(path, "max_window_layers", "a number");
+    const plait_json *sw = plait_json_get(root, "sliding_window");
+    if (from >= layers || !sw || sw->type == PLAIT_JSON_NULL) return PLAIT_OK;
+    return refuse_feature(path, "use_sliding_window", "true",
+                          "the layers from max_window_layers on attend within a sliding window (allowed: false, or "
+                          "max_window_layers at least num_hidden_layers)");
+}
+
 static plait_status check_config(const char *path, const plait_json *root, const plait_llama_shape *want) {
     if (!root || root->type != PLAIT_JSON_OBJECT) return not_a(path, "the document", "an object");
-    const plait_json *type = plait_json_get(root, "model_type");
-    const int moe = want->moe_experts > 0;
-    const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)";
-    if (strcmp(name, moe ? "mixtral" : "llama") != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "weights %s: model_type = %s: [model] arch = llama %s Hugging Face %s models "
-                               "(model_type %s)%s",
-                               path, name, moe ? "with moe_experts > 0 reads" : "reads", moe ? "Mixtral" : "Llama",
-                               moe ? "mixtral" : "llama",
-                               !moe && !strcmp(name, "mixtral")
-                                   ? "; a Mixtral model needs model.moe_experts, moe_top_k and moe_ffn_hidden "
-                                     "as its num_local_experts, num_experts_per_tok and intermediate_size"
-                                   : "");
-    const char *cls = moe ? " (MixtralConfig's default: the file leaves it out)"
-                          : " (LlamaConfig's default: the file leaves it out)";
-    /* a key left out takes its class's default (Llama 2 7B's, Mixtral 8x7B's shape) */
+    const hf_class *hc = class_of(want);
+    const int moe = hc == &hf_mixtral;
+    plait_status tst = check_type(path, root, hc);
+    if (tst != PLAIT_OK) return tst;
+    const char *cls = hc->cls;
+    /* a key left out takes its class's default */
     double heads = 32;
     number(root, "num_attention_heads", &heads);
     double rope_theta = 10000;
@@ -422,12 +507,11 @@ static plait_status check_config(const char *path, const plait_json *root, const
         {"hidden_size", 4096, (double)want->n_embd, "n_embd"},
         {"num_hidden_layers", 32, (double)want->n_layer, "n_layer"},
         {"num_attention_heads", 32, (double)want->n_head, "n_head"},
-        {"num_key_value_heads", moe ? 8 : heads, (double)want->n_kv_head, "n_kv_head"},
-        {"intermediate_size", 11008, (double)want->ffn_hidden, "ffn_hidden"},
-        {"vocab_size", 32000, (double)want->vocab_size, "vocab_size"},
-        {"rms_norm_eps", moe ? 1e-5 : 1e-6, want->norm_eps, "norm_eps"},
-        {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", moe ? 1e6 : 10000, want->rope_theta,
-         "rope_theta"},
+        {"num_key_value_heads", hc->kv_heads > 0 ? hc->kv_heads : heads, (double)want->n_kv_head, "n_kv_head"},
+        {"intermediate_size", hc->ffn, (double)want->ffn_hidden, "ffn_hidden"},
+        {"vocab_size", hc->vocab, (double)want->vocab_size, "vocab_size"},
+        {"rms_norm_eps", hc->eps, want->norm_eps, "norm_eps"},
+        {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", hc->theta, want->rope_theta, "rope_theta"},
     };
     for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
         const plait_json *from = root;
@@ -453,12 +537,9 @@ static plait_status check_config(const char *path, const plait_json *root, const
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: tie_word_embeddings = %s%s, but the run has [model] tie_embeddings = %s "
                                "(give model.tie_embeddings=%s to load it)",
-                               path, tied ? "true" : "false",
-                               tie   ? ""
-                               : moe ? " (MixtralConfig's default)"
-                                     : " (LlamaConfig's default)",
-                               want->tied ? "true" : "false", tied ? "true" : "false");
-    double positions = moe ? 4096 * 32 : 2048;
+                               path, tied ? "true" : "false", tie ? "" : cls, want->tied ? "true" : "false",
+                               tied ? "true" : "false");
+    double positions = hc->positions;
     if (number(root, "max_position_embeddings", &positions) < 0)
         return not_a(path, "max_position_embeddings", "a number");
     if (positions < (double)want->block_size)
@@ -466,7 +547,8 @@ static plait_status check_config(const char *path, const plait_json *root, const
                                "weights %s: max_position_embeddings = %.0f, but the run has [model] block_size = %lld: "
                                "the model was not made for contexts that long (allowed: block_size <= %.0f)",
                                path, positions, want->block_size, positions);
-    return check_features(path, root, want);
+    plait_status st = check_features(path, root, want, hc == &hf_qwen2);
+    return st == PLAIT_OK && hc == &hf_qwen2 ? check_qwen2_window(path, root, (double)want->n_layer) : st;
 }
 
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want) {
@@ -527,6 +609,20 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                         s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
                         s->n_embd / s->n_head, s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope,
                         s->tied ? "true" : "false", eos, torch_dtype);
+    /* Qwen2: q, k and v with biases, no sliding window on any layer */
+    if (s->qkv_bias)
+        return snprintf(
+            buf, cap,
+            "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"model_type\": \"qwen2\",\n"
+            "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+            "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n  \"hidden_act\": \"silu\",\n"
+            "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+            "  \"rope_scaling\": %s,\n  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n"
+            "  \"max_window_layers\": %lld,\n  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n"
+            "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"%s\"\n}\n",
+            s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->block_size, eps, theta,
+            rope, s->n_layer, s->tied ? "true" : "false", eos, torch_dtype);
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                     "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"

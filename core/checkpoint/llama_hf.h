@@ -30,6 +30,7 @@ typedef struct plait_llama_shape {
     long long n_layer, n_head, n_kv_head, n_embd, ffn_hidden, vocab_size, block_size;
     double norm_eps, rope_theta;
     int tied;
+    int qkv_bias; /* [model] qkv_bias: q, k and v have biases (Qwen2's) */
     /* [model] rope_scaling: its type, and its parameters' values (the
      * keys' defaults under rope_scaling = none) */
     plait_rope_scaling rope;
@@ -48,9 +49,10 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
 /* The llama keys a checkpoint records as "plait.model.<key>", beside
  * plait_ckpt_model_keys, NULL-terminated: n_kv_head, ffn_hidden, norm_eps,
  * rope_theta, tie_embeddings, rope_scaling, rope_factor,
- * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_pos (a
- * checkpoint written before plait knew rope scaling has none of the last
- * five: it read as rope_scaling = none). */
+ * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_pos,
+ * qkv_bias (a checkpoint written before plait knew rope scaling has none
+ * of rope_scaling and its parameters: it read as rope_scaling = none; one
+ * written before it knew qkv_bias has none: it read as false). */
 extern const char *const plait_llama_ckpt_keys[];
 
 /* The text of key `plait_llama_ckpt_keys[i]` for `s` into buf[cap]
@@ -67,8 +69,9 @@ int plait_llama_key_recorded(const plait_llama_shape *s, size_t i);
 
 /* Whether `s` is a model Hugging Face's MixtralForCausalLM computes: a
  * mixture of experts in every block (moe_every 1), no shared experts, a
- * softmax router and a top k of at least 2 (Mixtral renormalises the k
- * chosen scores, plait's k = 1 keeps the score itself). `where` names the
+ * softmax router, a top k of at least 2 (Mixtral renormalises the k
+ * chosen scores, plait's k = 1 keeps the score itself) and no q, k and v
+ * biases. `where` names the
  * model in the message (a checkpoint's directory, "[model]").
  * PLAIT_ERR_INVALID_CONFIG naming the key, its value and what is allowed. */
 plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *where);
@@ -79,7 +82,10 @@ plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *wher
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out);
 
 /* Check the Hugging Face config.json at `path` against `want`: model_type
- * llama, or mixtral for a mixture of experts (its num_local_experts,
+ * llama, qwen2 for a model with q, k and v biases (qkv_bias; its
+ * use_sliding_window false, or no layer under the window: layer_types
+ * without sliding_attention, or max_window_layers at least
+ * num_hidden_layers), or mixtral for a mixture of experts (its num_local_experts,
  * num_experts_per_tok and intermediate_size, an expert's width, equal to
  * the run's moe_experts, moe_top_k and expert width; router_jitter_noise
  * 0; plait_llama_mixtral_ok); hidden_size, num_hidden_layers, num_attention_heads,
@@ -98,7 +104,8 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want);
 
 /* The config.json `plait export --format hf` writes for `s`
- * (LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts; its
+ * (LlamaForCausalLM, Qwen2ForCausalLM with qkv_bias, or
+ * MixtralForCausalLM for a mixture of experts; its
  * torch_dtype `torch_dtype`, "float32" when NULL; bos/eos_token_id `eot`,
  * or null when < 0) into buf[cap]; returns what snprintf returns. */
 int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot,

@@ -186,6 +186,9 @@ static const plait_key_decl model_keys[] = {
         "original_max_position_embeddings)"),
     KEY("tie_embeddings", B, "false", 1, 0, NULL, SAME,
         "llama: the output head shares the token embedding's weights (gpt always does)"),
+    KEY("qkv_bias", B, "false", 1, 0, NULL, SAME,
+        "llama: q_proj, k_proj and v_proj add a bias, as Qwen2's do (Megatron-LM's --add-qkv-bias); o_proj and "
+        "the MLP have none"),
     KEY("init_std", F, "0.02", 1e-6, 1, NULL, SAME,
         "a fresh model's linear and embedding weights are drawn from N(0, init_std), the residual projections' "
         "(attention and MLP outputs) from N(0, init_std / sqrt(2 n_layer)), as GPT-2 and Megatron-LM's scaled "

@@ -38,15 +38,9 @@
  * full reruns the block up to SwiGLU (recompute.c), each into bf16
  * buffers the blocks share.
  */
+#include "device/device.h"
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
-
-/* Block `layer`'s parameters (their data or gradients) in LP_* order; a
- * sparse block's up to its MLP norm (its experts' are moe.c's). */
-static plait_status params_of(plait_model *m, param_part part, int32_t layer, float **p) {
-    const int n = desc_block_sparse(m->desc, layer - 1) ? LP_GATE : LP_COUNT;
-    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), n, p);
-}
 
 /* The bf16 copy of block `layer`'s parameter lp. */
 static const plait_bf16 *copy_of(const plait_model *m, int32_t layer, int lp) {
@@ -63,14 +57,19 @@ static plait_status norm_forward(plait_model *m, plait_bf16 *rows, const plait_b
 
 /* The weight gradients of n projections stacked in one product: dout
  * [BT, W] holds projection i's widths[i] columns after those of the
- * ones before it; grads[i] += its columns' gradient against inp [BT,C]. */
+ * ones before it; grads[i] += its columns' gradient against inp [BT,C],
+ * and bgrads[i] (bgrads NULL: none) += its biases', each column's sum over
+ * the rows. */
 static void stacked_weight_grads(plait_model *m, const plait_bf16 *dout, int64_t W, const int64_t *widths, int n,
-                                 const plait_bf16 *inp, float *const *grads) {
+                                 const plait_bf16 *inp, float *const *grads, float *const *bgrads) {
     const int64_t BT = m->B * m->T, C = m->C;
     int side_by_side = 1;
-    for (int i = 1; i < n; i++) side_by_side &= grads[i] == grads[i - 1] + widths[i - 1] * C;
+    for (int i = 1; i < n; i++) {
+        side_by_side &= grads[i] == grads[i - 1] + widths[i - 1] * C;
+        if (bgrads) side_by_side &= bgrads[i] == bgrads[i - 1] + widths[i - 1];
+    }
     if (side_by_side) {
-        m->k->matmul_backward_bf16(NULL, grads[0], NULL, dout, inp, NULL, BT, C, W);
+        m->k->matmul_backward_bf16(NULL, grads[0], bgrads ? bgrads[0] : NULL, dout, inp, NULL, BT, C, W);
         return;
     }
     /* bf16 pairs moved as floats: every width and offset is even (HS is) */
@@ -78,23 +77,46 @@ static void stacked_weight_grads(plait_model *m, const plait_bf16 *dout, int64_t
     for (int i = 0; i < n; i++) {
         m->k->copy_rows((float *)(void *)m->sb.pack, widths[i] / 2, (const float *)(const void *)(dout + at), W / 2, BT,
                         widths[i] / 2);
-        m->k->matmul_backward_bf16(NULL, grads[i], NULL, m->sb.pack, inp, NULL, BT, C, widths[i]);
+        m->k->matmul_backward_bf16(NULL, grads[i], bgrads ? bgrads[i] : NULL, m->sb.pack, inp, NULL, BT, C, widths[i]);
         at += widths[i];
     }
+}
+
+/* The bf16 copies of q's, k's and v's biases stacked [Wq]: the copies
+ * themselves where they lie one after another (widths that are whole
+ * multiples of 8), else stacked in m->qkv_bias_pack; NULL without [model]
+ * qkv_bias. */
+static plait_status qkv_bias_copy(plait_model *m, int32_t layer, const plait_bf16 **out) {
+    *out = NULL;
+    if (!m->desc->qkv_bias) return PLAIT_OK;
+    const plait_bf16 *b[3] = {copy_of(m, layer, LP_QB), copy_of(m, layer, LP_KB), copy_of(m, layer, LP_VB)};
+    const int64_t q = m->NHl * m->HS, kv = m->NKVl * m->HS;
+    *out = b[0];
+    if (b[1] == b[0] + q && b[2] == b[1] + kv) return PLAIT_OK;
+    if (!m->qkv_bias_pack && !(m->qkv_bias_pack = plait_device_alloc((size_t)m->Wq * sizeof(float), "activations")))
+        return PLAIT_ERR_NO_MEMORY;
+    /* bf16 pairs moved as floats: every width is even (HS is) */
+    float *pack = m->qkv_bias_pack;
+    m->k->copy(pack, (const float *)(const void *)b[0], (size_t)(q / 2));
+    m->k->copy(pack + q / 2, (const float *)(const void *)b[1], (size_t)(kv / 2));
+    m->k->copy(pack + q / 2 + kv / 2, (const float *)(const void *)b[2], (size_t)(kv / 2));
+    *out = (const plait_bf16 *)(const void *)pack;
+    return PLAIT_OK;
 }
 
 plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     const float *x = s->bound[layer - 1];
     block_acts *a = &s->blocks[layer - 1];
-    float *p[LP_COUNT];
-    plait_status st = params_of(m, PARAM_DATA, layer, p);
+    float *p[LP_ALL];
+    plait_status st = plait_llama_block_tensors(m, PARAM_DATA, layer, p);
     const plait_bf16 *ln;
     if (st == PLAIT_OK)
         st = norm_forward(m, a->bf.ln1, &ln, a->ln1_rstd, x, p[LP_ATTN_NORM],
                           "before self_attn.q_proj, k_proj and v_proj", layer);
-    if (st != PLAIT_OK) return st;
-    m->k->matmul_forward_bf16(a->bf.qkv, ln, copy_of(m, layer, LP_Q), NULL, BT, C, m->Wq);
+    const plait_bf16 *bias;
+    if (st != PLAIT_OK || (st = qkv_bias_copy(m, layer, &bias)) != PLAIT_OK) return st;
+    m->k->matmul_forward_bf16(a->bf.qkv, ln, copy_of(m, layer, LP_Q), bias, BT, C, m->Wq);
     m->k->rope_bf16(a->bf.qkv, m->rope_cs, m->B, m->T, m->Wq, m->NHl + m->NKVl, m->HS, 0);
     if (m->cp > 1) /* over the cp ring, the key/value heads alone travelling (ring_attention.h) */
         st = plait_ring_attention_forward_bf16(m, layer, a->bf.atty, a->lse, a->bf.qkv, m->NHl, m->NKVl);
@@ -174,7 +196,7 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
             PLAIT_OK)
             return st;
         const int64_t widths[2] = {F, F};
-        if (apart) stacked_weight_grads(m, dgu, 2 * F, widths, 2, ln, g + LP_GATE);
+        if (apart) stacked_weight_grads(m, dgu, 2 * F, widths, 2, ln, g + LP_GATE, NULL);
         if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
         keep(m, kept ? kept->dln2 : NULL, m->sb.dln, m->R * C);
         if (apart)
@@ -193,7 +215,7 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
                                    layer)) != PLAIT_OK)
         return st;
     const int64_t widths[2] = {F, F};
-    stacked_weight_grads(m, dgu, 2 * F, widths, 2, ln, g + LP_GATE);
+    stacked_weight_grads(m, dgu, 2 * F, widths, 2, ln, g + LP_GATE, NULL);
     return PLAIT_OK;
 }
 
@@ -240,7 +262,7 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
                                                   &pend)) != PLAIT_OK)
             return st;
         const int64_t kv = m->NKVl * m->HS, widths[3] = {m->Cl, kv, kv};
-        if (apart) stacked_weight_grads(m, dqkv, Wq, widths, 3, ln, g + LP_Q);
+        if (apart) stacked_weight_grads(m, dqkv, Wq, widths, 3, ln, g + LP_Q, g[LP_QB] ? g + LP_QB : NULL);
         if ((st = plait_bf16_input_grad_sum_end(m, &pend)) != PLAIT_OK) return st;
         keep(m, kept ? kept->dln1 : NULL, m->sb.dln, m->R * C);
         if (apart) return norm_backward(m, dx, dx, g[LP_ATTN_NORM], m->sb.dln, x, p[LP_ATTN_NORM], a->ln1_rstd, layer);
@@ -256,15 +278,15 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
                                    layer)) != PLAIT_OK)
         return st;
     const int64_t kv = m->NKVl * m->HS, widths[3] = {m->Cl, kv, kv};
-    stacked_weight_grads(m, dqkv, Wq, widths, 3, ln, g + LP_Q);
+    stacked_weight_grads(m, dqkv, Wq, widths, 3, ln, g + LP_Q, g[LP_QB] ? g + LP_QB : NULL);
     return PLAIT_OK;
 }
 
 plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
     const block_acts *a = &s->blocks[layer - 1];
-    float *p[LP_COUNT] = {0}, *g[LP_COUNT] = {0};
-    plait_status st = (part & BWD_INPUT) ? params_of(m, PARAM_DATA, layer, p) : PLAIT_OK;
-    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = params_of(m, PARAM_GRAD, layer, g);
+    float *p[LP_ALL] = {0}, *g[LP_ALL] = {0};
+    plait_status st = (part & BWD_INPUT) ? plait_llama_block_tensors(m, PARAM_DATA, layer, p) : PLAIT_OK;
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_llama_block_tensors(m, PARAM_GRAD, layer, g);
     if (st != PLAIT_OK) return st;
     block_grads_bf16 *kept = part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
     float *dx = s->gbuf[(layer - 1) & 1];

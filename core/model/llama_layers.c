@@ -108,13 +108,6 @@ plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s) {
 
 /* ---- a block --------------------------------------------------------------- */
 
-/* Block `layer`'s parameters (their data or gradients) in LP_* order. */
-static plait_status block_params(plait_model *m, param_part part, int32_t layer, float **p) {
-    /* a sparse block's MLP tensors are its experts' (moe.c) */
-    const int n = desc_block_sparse(m->desc, layer - 1) ? LP_GATE : LP_COUNT;
-    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), n, p);
-}
-
 /* Where q, k and v start in a row, and their widths. */
 typedef struct qkv_cols {
     int64_t at[3], width[3];
@@ -125,34 +118,51 @@ static qkv_cols qkv_columns(const plait_model *m) {
     return (qkv_cols){.at = {0, q, q + kv}, .width = {q, kv, kv}};
 }
 
-/* [q; k; v] as one row-major [Wq, C] matrix into *out: the tensors
- * t[LP_Q..LP_V] (data or gradients) themselves where they lie one after
- * another, else their copy stacked in m->qkv_pack (allocated the first
- * time). */
-static plait_status qkv_stacked(plait_model *m, float *const *t, float **out) {
+/* [q; k; v] as one row-major [Wq, row] matrix into *out (row C: the
+ * weights, from t[LP_Q..LP_V]; row 1: the biases, from t[LP_QB..LP_VB]),
+ * their data or gradients: the tensors themselves where they lie one after
+ * another, else their copy stacked in *pack (allocated the first time). */
+static plait_status stacked(plait_model *m, float *const *t, int64_t row, float **pack, float **out) {
     const qkv_cols qc = qkv_columns(m);
-    const int64_t C = m->C;
-    *out = t[LP_Q];
-    if (t[LP_K] == t[LP_Q] + qc.at[1] * C && t[LP_V] == t[LP_Q] + qc.at[2] * C) return PLAIT_OK;
-    if (!m->qkv_pack && !(m->qkv_pack = plait_device_alloc((size_t)(m->Wq * C) * sizeof(float), "activations")))
+    *out = t[0];
+    if (t[1] == t[0] + qc.at[1] * row && t[2] == t[0] + qc.at[2] * row) return PLAIT_OK;
+    if (!*pack && !(*pack = plait_device_alloc((size_t)(m->Wq * row) * sizeof(float), "activations")))
         return PLAIT_ERR_NO_MEMORY;
-    for (int i = 0; i < 3; i++) m->k->copy(m->qkv_pack + qc.at[i] * C, t[LP_Q + i], (size_t)(qc.width[i] * C));
-    *out = m->qkv_pack;
+    for (int i = 0; i < 3; i++) m->k->copy(*pack + qc.at[i] * row, t[i], (size_t)(qc.width[i] * row));
+    *out = *pack;
     return PLAIT_OK;
+}
+
+static plait_status qkv_stacked(plait_model *m, float *const *t, float **out) {
+    return stacked(m, t + LP_Q, m->C, &m->qkv_pack, out);
+}
+
+/* Their biases stacked [Wq], or NULL without [model] qkv_bias. */
+static plait_status qkv_bias_stacked(plait_model *m, float *const *t, float **out) {
+    *out = NULL;
+    return t[LP_QB] ? stacked(m, t + LP_QB, 1, &m->qkv_bias_pack, out) : PLAIT_OK;
+}
+
+/* Copies back from the stack `g` into the tensors t[0..2] where it was a
+ * copy (an added gradient). */
+static void unstack(plait_model *m, float *const *t, int64_t row, const float *g) {
+    const qkv_cols qc = qkv_columns(m);
+    for (int i = 0; g != t[0] && i < 3; i++) m->k->copy(t[i], g + qc.at[i] * row, (size_t)(qc.width[i] * row));
 }
 
 plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, Wq = m->Wq;
     const float *x = s->bound[layer - 1];
     block_acts *a = &s->blocks[layer - 1];
-    float *p[LP_COUNT];
-    plait_status st = block_params(m, PARAM_DATA, layer, p);
+    float *p[LP_ALL];
+    plait_status st = plait_llama_block_tensors(m, PARAM_DATA, layer, p);
     if (st != PLAIT_OK) return st;
     st = norm_forward(m, a->ln1, a->ln1_rstd, x, p[LP_ATTN_NORM], "before self_attn.q_proj, k_proj and v_proj", layer);
     if (st != PLAIT_OK) return st;
-    float *w;
-    if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK) return st;
-    m->k->sgemm(0, 1, BT, Wq, C, 1.0f, a->ln1, C, w, C, 0.0f, a->qkv, Wq);
+    float *w, *b;
+    if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK || (st = qkv_bias_stacked(m, p, &b)) != PLAIT_OK) return st;
+    if (b) m->k->matmul_forward(a->qkv, a->ln1, w, b, BT, C, Wq);
+    else m->k->sgemm(0, 1, BT, Wq, C, 1.0f, a->ln1, C, w, C, 0.0f, a->qkv, Wq);
     m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 0);
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NKVl);
     else m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
@@ -232,15 +242,17 @@ static plait_status mlp_weight(plait_model *m, int32_t layer, const block_acts *
 
 /* q's, k's and v's weight gradients from their output gradient dqkv (one
  * row of the three a token, as the forward's buffer): one product adding
- * to the stacked gradients, copied back where they were a copy. */
+ * to the stacked gradients, copied back where they were a copy; their
+ * biases' likewise, each column's sum over the rows. */
 static plait_status qkv_weight(plait_model *m, const block_acts *a, float *const *gw, const float *dqkv) {
-    float *g;
+    float *g, *gb;
     plait_status st = qkv_stacked(m, gw, &g);
     if (st != PLAIT_OK) return st;
     m->k->sgemm(1, 0, m->Wq, m->C, m->B * m->T, 1.0f, dqkv, m->Wq, a->ln1, m->C, 1.0f, g, m->C);
-    const qkv_cols qc = qkv_columns(m);
-    for (int i = 0; g != gw[LP_Q] && i < 3; i++)
-        m->k->copy(gw[LP_Q + i], g + qc.at[i] * m->C, (size_t)(qc.width[i] * m->C));
+    unstack(m, gw + LP_Q, m->C, g);
+    if ((st = qkv_bias_stacked(m, gw, &gb)) != PLAIT_OK || !gb) return st;
+    m->k->bias_backward(gb, dqkv, m->B * m->T, m->Wq);
+    unstack(m, gw + LP_QB, 1, gb);
     return PLAIT_OK;
 }
 
@@ -298,10 +310,10 @@ static plait_status attention_weight(plait_model *m, int32_t layer, const block_
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
     if (m->bf16) return plait_llama_bf16_block_backward(m, s, layer, part);
     block_acts *a = &s->blocks[layer - 1];
-    float *p[LP_COUNT], *g[LP_COUNT];
+    float *p[LP_ALL], *g[LP_ALL];
     plait_status st = PLAIT_OK;
-    if (part & BWD_INPUT) st = block_params(m, PARAM_DATA, layer, p);
-    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = block_params(m, PARAM_GRAD, layer, g);
+    if (part & BWD_INPUT) st = plait_llama_block_tensors(m, PARAM_DATA, layer, p);
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_llama_block_tensors(m, PARAM_GRAD, layer, g);
     if (st != PLAIT_OK) return st;
     const float *x = s->bound[layer - 1];
     const block_grads *stash = part == BWD_ALL ? NULL : &s->wg[layer - 1];

@@ -422,6 +422,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->loss_dev);
     plait_device_free(m->rope_cs);
     plait_device_free(m->qkv_pack);
+    plait_device_free(m->qkv_bias_pack);
     plait_ring_attention_free(m);
     plait_device_free(m->wbf_mem);
     plait_device_free(m->moe_scratch);

@@ -258,6 +258,11 @@ static plait_status build_llama(plait_model_desc *d) {
         ADD(BLOCK_NAME("self_attn.q_proj.weight"), ly, 2, H * HS, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("self_attn.k_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("self_attn.v_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
+        if (d->qkv_bias) { /* after the three weights, which stay side by side (llama_layers.c) */
+            ADD(BLOCK_NAME("self_attn.q_proj.bias"), ly, 1, H * HS, 0, PLAIT_TP_COLUMN, 1, 0);
+            ADD(BLOCK_NAME("self_attn.k_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
+            ADD(BLOCK_NAME("self_attn.v_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
+        }
         ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, H * HS, PLAIT_TP_ROW, 1, 0);
         ADD(BLOCK_NAME("post_attention_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
         if (d->moe_first[l] == 0) { /* marked sparse by plait_model_describe */
@@ -429,6 +434,7 @@ static plait_status refuse_llama_keys(const plait_config *cfg, const char *arch,
                                              "rope_high_freq_factor",
                                              "rope_original_max_pos",
                                              "tie_embeddings",
+                                             "qkv_bias",
                                              NULL};
     for (int i = 0; !is_llama && llama_only[i]; i++) {
         const char *where = NULL;
@@ -494,6 +500,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
                                  .high_freq_factor = plait_config_float(cfg, "model", "rope_high_freq_factor"),
                                  .original_max_pos = plait_config_int(cfg, "model", "rope_original_max_pos")};
     d->tied = !is_llama || plait_config_bool(cfg, "model", "tie_embeddings");
+    d->qkv_bias = is_llama && plait_config_bool(cfg, "model", "qkv_bias");
     const char *rc = plait_config_str(cfg, "model", "recompute");
     d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
                    : strcmp(rc, "selective") == 0 ? PLAIT_RECOMPUTE_SELECTIVE
@@ -504,7 +511,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     d->block_size = (int32_t)block_size;
     d->vocab_size = (int32_t)vocab_size;
     d->micro_batch = micro_batch;
-    d->params_per_block = is_llama ? LP_COUNT : is_gpt ? BP_COUNT : BP_MLP_COUNT;
+    d->params_per_block = is_llama ? LP_COUNT + (d->qkv_bias ? LP_BIASES : 0) : is_gpt ? BP_COUNT : BP_MLP_COUNT;
     d->moe = moe;
     size_t max_params = 5 + (size_t)n_layer * (BP_COUNT + MOE_EXPERTS + 2 * MOE_GPT_TENSORS);
     d->moe_first = malloc((size_t)n_layer * sizeof *d->moe_first);

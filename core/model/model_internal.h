@@ -20,9 +20,13 @@ enum {
     BP_LN2_W, BP_LN2_B, BP_FC_W, BP_FC_B, BP_MPROJ_W, BP_MPROJ_B,
     BP_COUNT
 };
-/* Parameters of one Llama block, in Hugging Face's order (indices
- * relative to the block's first parameter). */
+/* Parameters of one Llama block, in Hugging Face's order; with [model]
+ * qkv_bias the biases of q, k and v (LP_QB..LP_VB) lie after v's weight,
+ * before o's, so the later ones sit LP_BIASES further on
+ * (desc_llama_param maps an LP_* value to the block's parameter). */
 enum { LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN, LP_COUNT };
+enum { LP_QB = LP_COUNT, LP_KB, LP_VB, LP_ALL };
+#define LP_BIASES 3
 
 /* A sparse block's parameters in place of its MLP's (after ln_2 /
  * post_attention_layernorm), relative to its first: the router and its
@@ -64,6 +68,7 @@ struct plait_model_desc {
     double rope_theta;
     plait_rope_scaling rope_scaling; /* [model] rope_scaling and its parameters */
     int tied;
+    int qkv_bias;    /* llama: q, k and v have biases ([model] qkv_bias) */
     double init_std; /* [model] init_std (param_init.c) */
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
@@ -92,9 +97,11 @@ static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int
     return d->layers[l + 1].first_param + (bp - first);
 }
 
-/* Global index of Llama block `l`'s parameter `lp` (an LP_* value). */
+/* Global index of Llama block `l`'s parameter `lp` (an LP_* value; LP_QB..
+ * only with qkv_bias). */
 static inline int32_t desc_llama_param(const plait_model_desc *d, int32_t l, int lp) {
-    return d->layers[l + 1].first_param + lp;
+    const int at = lp >= LP_QB ? lp - LP_QB + LP_O : lp >= LP_O && d->qkv_bias ? lp + LP_BIASES : lp;
+    return d->layers[l + 1].first_param + at;
 }
 
 /* Global flat index (row-major over the unpadded global shape) of local
@@ -272,6 +279,7 @@ struct plait_model {
     float *rope_cs;                   /* llama: the rotary angles' cos and sin [2,T,HS/2] (device memory) */
     float *qkv_pack;                  /* llama: q's, k's and v's weights (or gradients) stacked [Wq,C] where a
                                        * layout keeps them apart; allocated then (llama_layers.c) */
+    float *qkv_bias_pack; /* llama, [model] qkv_bias: their biases (or gradients) stacked [Wq], as qkv_pack */
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;                     /* d(Σ token losses): 1 / the step's tokens that count */
     float token_scale;                    /* a token's share of the batch, 1 / its tokens: the experts' balancing
@@ -464,6 +472,11 @@ plait_status plait_model_head_params(plait_model *m, param_part part, head_param
 /* The `n` consecutive parameters from global index `first`, all of layer
  * `layer`: their data or gradients into out[0..n) (the Llama bodies). */
 plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n, float **out);
+/* Llama block `layer`'s parameters (their data or gradients) into
+ * out[LP_ALL], by LP_* value: a sparse block's up to its MLP norm (its
+ * experts' are moe.c's), q's, k's and v's biases where [model] qkv_bias
+ * gives them (else NULL). */
+plait_status plait_llama_block_tensors(plait_model *m, param_part part, int32_t layer, float **out);
 /* The bf16 copies of a block half's weights (first_bp as above); of the head's. */
 half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp);
 const plait_bf16 *plait_model_head_bf16(const plait_model *m);

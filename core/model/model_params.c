@@ -2,7 +2,7 @@
  * The parameters a layer body reads, fetched by the part of the model they
  * belong to (model_internal.h: embedding_params, half_params, head_params),
  * their bf16 copies, and the errors that name a layer. The layer bodies
- * (gpt_layers.c, mlp.c, gpt_bf16.c) and model.c call down into this file;
+ * (gpt_layers.c, mlp.c, gpt_bf16.c, llama_layers.c, llama_bf16.c) and model.c call down into this file;
  * it calls nothing of the model's above it.
  */
 #include <stddef.h>
@@ -40,6 +40,19 @@ plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer,
         if (!out[i]) return plait_model_param_missing(m, gi, layer, part);
     }
     return PLAIT_OK;
+}
+
+plait_status plait_llama_block_tensors(plait_model *m, param_part part, int32_t layer, float **out) {
+    const plait_model_desc *d = m->desc;
+    const int n = desc_block_sparse(d, layer - 1) ? LP_GATE : LP_COUNT;
+    for (int lp = 0; lp < LP_ALL; lp++) out[lp] = NULL;
+    /* the parameters before o's lie one after another; with biases, o's and those after it LP_BIASES on */
+    plait_status st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, 0), LP_O, out);
+    if (st == PLAIT_OK)
+        st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, LP_O), n - LP_O, out + LP_O);
+    if (st == PLAIT_OK && d->qkv_bias)
+        st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, LP_QB), LP_BIASES, out + LP_QB);
+    return st;
 }
 
 plait_status plait_model_embedding_params(plait_model *m, param_part part, embedding_params *out) {

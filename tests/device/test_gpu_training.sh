@@ -37,7 +37,9 @@
 #     llama_bf16.c) within 2% over windows, two deterministic bf16 runs
 #     bit-identical. On a GPU 100 steps; on the emulator 4 steps of
 #     2 sequences of 96 tokens (two attention tiles), windows of 2 steps
-#     (the second deterministic run 2 steps, as gpt's its first window).
+#     (the second deterministic run 2 steps, as gpt's its first window);
+#     and with q, k and v biases ([model] qkv_bias) fp32 within 1e-4 and
+#     bf16 within 2% of the cpu's curve over those steps.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -183,6 +185,17 @@ train dev_low_r "${L[@]}" "run.steps=$BIT" "run.ckpt_every=$HALF" --resume
 grep -q "resuming from .*ckpt-$(printf %08d "$HALF")" "$E2E_WORK/dev_low_r.out" || fail "dev_low_r did not resume from step $HALF"
 bit_identical dev_low_a dev_low_r "$BIT" ||
   fail "a $DEV $LOW run stopped at step $HALF and resumed from its checkpoint differs from the uninterrupted run"
+if [ "$MODEL" = llama ] && [ "$MODE" != selfcheck ]; then
+  # q, k and v biases (Qwen2's, [model] qkv_bias): the device's bias
+  # entries in the fp32 and bf16 Llama blocks, against the cpu's curve
+  Q=("run.steps=$FPN" run.eval_every=0 "run.ckpt_every=$FPN" run.progress=off "${EXTRA[@]}" model.qkv_bias=true)
+  train cpu_qb "${Q[@]}" device.plugin=cpu run.precision=fp32 &
+  train dev_qb "${Q[@]}" device.plugin=$DEV run.precision=$FP &
+  train dev_qb_low "${Q[@]}" device.plugin=$DEV run.precision=$LOW &
+  joined
+  max_rel dev_qb cpu_qb 1e-4 || fail "$DEV $FP with qkv_bias is not within 1e-4 of the cpu loss curve"
+  window_rel dev_qb_low cpu_qb 2e-2 "$WIN" || fail "$DEV $LOW with qkv_bias is not within 2% of the cpu loss curve"
+fi
 if [ -n "$CHUNKS" ]; then
   grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||
     fail "the head did not run in 4 chunks: $(grep 'activations' "$E2E_WORK/dev_chunks.out")"

@@ -1,6 +1,7 @@
-"""plait's llama against Hugging Face transformers' LlamaForCausalLM.
+"""plait's llama against Hugging Face transformers' LlamaForCausalLM (and
+Qwen2ForCausalLM, plait's llama with [model] qkv_bias).
 
-  llama_torch_check.py make DIR TOKENS [tied] [llama3]
+  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2]
       a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 key/value
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
@@ -11,16 +12,19 @@
       low_freq_factor 1, high_freq_factor 4, and an original context of 16
       positions, so that the 32 tokens meet kept, blended and divided
       frequencies alike);
+      qwen2: a Qwen2ForCausalLM of the same shape instead (q, k and v
+      with biases, drawn as the norms' weights, from U(0.5, 1.5));
       and TOKENS, a safetensors file with "tokens" [2, 32] (float32 ids,
       as tests/checkpoint/weights_logits.c reads them).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
-      DIR loaded by LlamaForCausalLM.from_pretrained (nothing missing but a
+      DIR loaded by AutoModelForCausalLM.from_pretrained, the class its
+      config.json names (LlamaForCausalLM, Qwen2ForCausalLM; nothing missing but a
       tied lm_head, nothing unexpected); its float32 logits on TOKENS equal
       PLAIT_LOGITS within 1e-4 of the largest logit (max |diff| / max
       |logit|, printed).
   llama_torch_check.py rounded DIR32 DIR16 DTYPE
       DIR16 (plait export --dtype bf16 or fp16 of the model DIR32 was
-      exported from) loaded by LlamaForCausalLM.from_pretrained with
+      exported from) loaded by AutoModelForCausalLM.from_pretrained with
       dtype "auto" holds its tensors in DTYPE (bfloat16 | float16), as its
       config.json names it, and each equals torch's rounding of DIR32's
       float32 tensor to DTYPE bit for bit (round to nearest, ties to even).
@@ -36,24 +40,26 @@ import os
 import sys
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_check import compare, load, randomize, save  # noqa: E402
 
 
-def make(out_dir, tokens_path, tied=False, llama3=False):
+def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False):
     torch.manual_seed(1234)
     scaling = None
     if llama3:
         scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                    "original_max_position_embeddings": 16}
-    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=scaling, hidden_act="silu",
-                      attention_bias=False, mlp_bias=False, tie_word_embeddings=tied, bos_token_id=None,
-                      eos_token_id=None, pad_token_id=None)
-    model = LlamaForCausalLM(cfg).float()
+    shape = dict(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0,
+                 rope_scaling=scaling, hidden_act="silu", tie_word_embeddings=tied, bos_token_id=None,
+                 eos_token_id=None, pad_token_id=None)
+    if qwen2:
+        model = Qwen2ForCausalLM(Qwen2Config(use_sliding_window=False, **shape)).float()
+    else:
+        model = LlamaForCausalLM(LlamaConfig(attention_bias=False, mlp_bias=False, **shape)).float()
     randomize(model)
     save(model, out_dir, tokens_path)
     model.to(torch.bfloat16).save_pretrained(out_dir + "-bf16", safe_serialization=True)
@@ -61,7 +67,7 @@ def make(out_dir, tokens_path, tied=False, llama3=False):
 
 
 def logits(model_dir, tokens_path, plait_path):
-    model = load(LlamaForCausalLM, model_dir)
+    model = load(AutoModelForCausalLM, model_dir)
     if model is None:
         return 1
     return compare(model, model_dir, tokens_path, plait_path)
@@ -69,13 +75,13 @@ def logits(model_dir, tokens_path, plait_path):
 
 def rounded(dir32, dir16, dtype_name):
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype_name]
-    full = load(LlamaForCausalLM, dir32)
+    full = load(AutoModelForCausalLM, dir32)
     if full is None:
         return 1
     try:
-        half = LlamaForCausalLM.from_pretrained(dir16, dtype="auto")
+        half = AutoModelForCausalLM.from_pretrained(dir16, dtype="auto")
     except TypeError:  # transformers before 4.56 names it torch_dtype
-        half = LlamaForCausalLM.from_pretrained(dir16, torch_dtype="auto")
+        half = AutoModelForCausalLM.from_pretrained(dir16, torch_dtype="auto")
     want = full.state_dict()
     bad = []
     for name, t in half.state_dict().items():
@@ -88,7 +94,7 @@ def rounded(dir32, dir16, dtype_name):
 
 
 def greedy(model_dir, prompt, n, sample_out):
-    model = load(LlamaForCausalLM, model_dir)
+    model = load(AutoModelForCausalLM, model_dir)
     if model is None:
         return 1
     ids = torch.tensor([list(prompt.encode())])
@@ -105,7 +111,7 @@ def greedy(model_dir, prompt, n, sample_out):
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "make":
-        return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:])
+        return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:], "qwen2" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
     if argv[0] == "rounded":

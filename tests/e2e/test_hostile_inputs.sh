@@ -324,6 +324,7 @@ tp = 4 does not divide [model] n_kv_head = 2|config check $LL parallel.plugin=hy
 value '0' is out of range|config check $LL model.rope_theta=0
 [model] n_kv_head is a key of arch = llama, and this model is arch = gpt|config check $CFG model.n_kv_head=2
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
+[model] qkv_bias is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qkv_bias=true
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 [parallel.dp] grad_compression = bf16 does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.cp=2 optim.plugin=zero1 parallel.dp.grad_compression=bf16
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
@@ -468,6 +469,32 @@ cfgjson|printf '{"model_type": "llama",' >config.json|expected a member name in 
 escape|mv model.safetensors model-00001-of-00001.safetensors && echo '{"weight_map": {"model.embed_tokens.weight": "../hf/model.safetensors"}}' >model.safetensors.index.json|allowed is a .safetensors file beside the index
 noshard|rm model.safetensors && echo '{"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}' >model.safetensors.index.json|cannot open safetensors file
 truncated|truncate -s 100000 model.safetensors|(truncated file)
+EOF2
+# Qwen2 directories ([model] qkv_bias): a llama one for a run with the
+# biases, a Qwen2 one (exported from a plait run with them) for a run
+# without, and with a layer under a sliding window
+refused hf-llama-qkv "a Llama model's projections have no biases: give model.qkv_bias=false" "$PLAIT_BIN" train \
+  "$LL" "run.out_dir=$W5/imp-llama-qkv" run.steps=1 run.init_from="$W5/hf" model.qkv_bias=true
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/qwen2" run.steps=1 run.progress=off model.qkv_bias=true >"$W5/qwen2.out" 2>&1 ||
+  fail "qwen2 run: $(tail -n 3 "$W5/qwen2.out")"
+"$PLAIT_BIN" export "$W5/qwen2" --format hf --out "$W5/hf-qwen2" >"$W5/hf-qwen2.out" 2>&1 ||
+  fail "qwen2 export: $(cat "$W5/hf-qwen2.out")"
+grep -q '"model_type": "qwen2"' "$W5/hf-qwen2/config.json" || fail "a qkv_bias run not exported as Qwen2"
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/moe-qkv" run.steps=1 run.progress=off model.qkv_bias=true \
+  model.moe_experts=4 model.moe_top_k=2 >"$W5/moe-qkv.out" 2>&1 || fail "a mixture of experts with qkv_bias: $(tail -n 3 "$W5/moe-qkv.out")"
+refused moe-qkv-export "[model] qkv_bias = true, which Hugging Face's MixtralForCausalLM does not compute" \
+  "$PLAIT_BIN" export "$W5/moe-qkv" --format hf --out "$W5/moe-qkv-hf"
+refused hf-qwen2-nobias "a Qwen2 model's q, k and v projections have biases: give model.qkv_bias=true" \
+  "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-qwen2-nobias" run.steps=1 run.init_from="$W5/hf-qwen2"
+while IFS='|' read -r name change want; do
+  rm -rf "${W5:?}/$name"
+  cp -r "$W5/hf-qwen2" "$W5/$name"
+  (cd "$W5/$name" && eval "$change")
+  refused "hf-$name" "$want" "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-$name" run.steps=1 \
+    run.init_from="$W5/$name" model.qkv_bias=true
+done <<'EOF2'
+qwindow|sed -i 's/"use_sliding_window": false/"use_sliding_window": true/; s/"sliding_window": null/"sliding_window": 16/; s/"max_window_layers": 4/"max_window_layers": 1/' config.json|use_sliding_window = true: the layers from max_window_layers on attend within a sliding window
+qtypes|sed -i 's/"max_window_layers": 4,/"max_window_layers": 4, "layer_types": ["full_attention", "full_attention", "full_attention", "sliding_attention"],/' config.json|layer_types = sliding_attention: a layer's attention is not full (allowed: full_attention)
 EOF2
 # doctor and the plugin path: a directory that is not there, a file, a
 # plugin file that is no shared object

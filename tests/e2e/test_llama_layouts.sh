@@ -5,8 +5,9 @@
 # one process running the same micro-batches, bit for bit; tp and dp x tp
 # within tensor parallelism's tolerance; a run resumes from another
 # layout's checkpoint; sequence parallelism within 1e-6 of tp without it,
-# with dp, pp, ZeRO-3 and recomputation; and a tp that does not divide
-# n_kv_head is refused before step 1 naming it.
+# with dp, pp, ZeRO-3 and recomputation; q, k and v biases ([model]
+# qkv_bias) under ZeRO-3, pp and tp with sequence parallelism; and a tp
+# that does not divide n_kv_head is refused before step 1 naming it.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4"
@@ -47,6 +48,16 @@ for p in "tp2 sp2" "tp2pp2 sp2pp2" "tp2zb1 sp2zb1" "tp2z3 sp2z3"; do
   same_losses "$1" "$2" 1e-6
   same_params "$1" "$2" 1e-6
 done
+# q, k and v biases (Qwen2's): ZeRO-3 and pp (zb1) bit-identical to one
+# process, tp with sequence parallelism within tensor parallelism's tolerance
+QB="model.qkv_bias=true"
+train oneqb $D $QB
+train zero3qb $D $QB parallel.dp=2 optim.plugin=zero3
+train zb1qb $D $QB parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1
+for r in zero3qb zb1qb; do same_losses oneqb "$r" 0; same_params oneqb "$r" bits model; done
+train sp2qb $D $QB parallel.plugin=hybrid parallel.tp=2 $SP
+same_losses oneqb sp2qb 1e-5
+same_params oneqb sp2qb 1e-4
 train_refused tp4 "[parallel] tp = 4 does not divide [model] n_kv_head = 2" $D parallel.plugin=hybrid \
   parallel.tp=4 "run.out_dir=$E2E_WORK/tp4"
-echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; sequence parallelism within 1e-6 of tp; resume across layouts"
+echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; sequence parallelism within 1e-6 of tp; resume across layouts; qkv_bias under ZeRO-3, zb1 and tp with sequence parallelism"

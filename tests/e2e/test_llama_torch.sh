@@ -11,7 +11,9 @@
 # exported with --dtype bf16 and fp16 are read by it in that dtype, each
 # tensor torch's rounding of the float32 export's; and a
 # transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
-# plait's logits of it, read with [model] rope_scaling = llama3.
+# plait's logits of it, read with [model] rope_scaling = llama3; and a
+# Qwen2ForCausalLM (q, k and v biases) both ways, read and trained with
+# [model] qkv_bias.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
@@ -54,6 +56,14 @@ if "$LOGITS" "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" "$E2E_WORK/plait_no
 fi
 # transformers 4 writes the scaling as rope_scaling, 5 as rope_parameters
 grep -Eq "rope_(scaling|parameters) = type 'llama3'" "$E2E_WORK/no3.out" || fail "unclear refusal: $(cat "$E2E_WORK/no3.out")"
+# Qwen2 (q, k and v biases: [model] qkv_bias): transformers' logits, both ways
+"$PY" "$CHECK" make "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" qwen2 >"$E2E_WORK/makeq.out" 2>&1 ||
+  fail "building the transformers Qwen2 model: $(tail -n 3 "$E2E_WORK/makeq.out")"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" "$E2E_WORK/plait_hfq.safetensors" $SHAPE qkv_bias=true ||
+  fail "plait's logits of the transformers Qwen2 model"
+"$PY" "$CHECK" logits "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" "$E2E_WORK/plait_hfq.safetensors" ||
+  fail "plait's logits of the transformers Qwen2 model differ from transformers'"
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
 train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
 "$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \
@@ -71,6 +81,14 @@ for tie in false true; do
   "$PY" "$CHECK" logits "$E2E_WORK/exp_$tie" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$tie.safetensors" ||
     fail "transformers' logits of plait's export (tie_embeddings=$tie) differ from plait's"
 done
+train trained_qkv $D run.steps=5 model.qkv_bias=true
+"$PLAIT_BIN" export "$E2E_WORK/trained_qkv" --format hf --out "$E2E_WORK/exp_qkv" >/dev/null || fail "export (qkv_bias)"
+grep -q '"Qwen2ForCausalLM"' "$E2E_WORK/exp_qkv/config.json" || fail "a qkv_bias model not exported as Qwen2ForCausalLM"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" $SHAPE qkv_bias=true ||
+  fail "plait's logits of its Qwen2 export"
+"$PY" "$CHECK" logits "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" ||
+  fail "transformers' logits of plait's Qwen2 export differ from plait's"
 # half-size exports: transformers reads them in their dtype, each tensor
 # torch's rounding of the float32 export's, and plait reads them back
 for dt in bf16:bfloat16 fp16:float16; do

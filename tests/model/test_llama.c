@@ -5,7 +5,7 @@
  * bit-identical results with 1 and 3 math threads; a two-stage pipeline
  * split bit-identical to one stage; a split backward's halves bit-identical
  * to one pass; selective and full recomputation bit-identical to none;
- * and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
+ * the same with q, k and v biases ([model] qkv_bias); and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
  * odd head size) naming the key.
  */
 #include <setjmp.h>
@@ -22,12 +22,16 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
+/* Set: the models have q, k and v biases ([model] qkv_bias, Qwen2's). */
+static int g_qkv_bias;
+
 static char *llama_ini(int kv, int tied) {
     static char buf[512];
     snprintf(buf, sizeof buf,
              "[run]\nseed = 7\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = %d\nn_embd = 16\n"
-             "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\ntie_embeddings = %s\n",
-             kv, tied ? "true" : "false");
+             "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\ntie_embeddings = %s\n"
+             "qkv_bias = %s\n",
+             kv, tied ? "true" : "false", g_qkv_bias ? "true" : "false");
     return buf;
 }
 
@@ -200,11 +204,16 @@ static void run_like(harness *h, const harness *ref, const int32_t *tok, const i
  * keeping them apart (k's data and gradient moved elsewhere) runs the
  * same products on a stacked copy: the same loss and gradients, bit for
  * bit, in one pass and split into halves. */
+static plait_param *moved_apart(harness *h, const char *before, const char *name, float **flat_grad);
+
 static void check_qkv_apart(int split) {
     harness one, two;
     harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = split};
-    assert_int_equal(harness_init(&one, llama_ini(2, 0), 2, 1, 0, NULL), 0);
-    assert_int_equal(harness_init_ex(&two, llama_ini(2, 0), 2, &o), 0);
+    /* with biases: 4 key/value heads, so that q's, k's and v's biases (16
+     * floats each) lie one after another too, and k's is moved apart */
+    const int kv = g_qkv_bias ? 4 : 2;
+    assert_int_equal(harness_init(&one, llama_ini(kv, 0), 2, 1, 0, NULL), 0);
+    assert_int_equal(harness_init_ex(&two, llama_ini(kv, 0), 2, &o), 0);
     const size_t n = (size_t)one.B * (size_t)one.T;
     int32_t tok[16], tgt[16];
     harness_tokens(tok, n, one.V, 11);
@@ -222,16 +231,45 @@ static void check_qkv_apart(int split) {
     float *const flat_grad = k->grad;
     k->data = data;
     k->grad = grad;
+    float *bias_flat = NULL;
+    plait_param *kb = g_qkv_bias ? moved_apart(&two, "model.layers.0.self_attn.q_proj.bias",
+                                               "model.layers.0.self_attn.k_proj.bias", &bias_flat)
+                                 : NULL;
     assert_int_equal(harness_step(&one, tok, tgt), PLAIT_OK);
     run_like(&two, &one, tok, tgt, split);
     memcpy(flat_grad, grad, k->numel * sizeof *grad); /* k's gradient back in the flat storage, to compare */
+    if (kb) memcpy(bias_flat, kb->grad, kb->numel * sizeof *kb->grad);
     assert_memory_equal(one.grad, two.grad, one.set.numel * sizeof(float));
     k->data = q->data + q->numel;
     k->grad = flat_grad;
     free(data);
     free(grad);
+    if (kb) {
+        free(kb->data);
+        free(kb->grad);
+        kb->data = NULL; /* harness_free frees the flat storage, not the tensors */
+        kb->grad = NULL;
+    }
     harness_free(&one);
     harness_free(&two);
+}
+
+/* Moves tensor `name`, which lies right after `before` in h's flat
+ * storage, to memory of its own (its values copied, its gradient zero);
+ * *flat_grad: where its gradient was. */
+static plait_param *moved_apart(harness *h, const char *before, const char *name, float **flat_grad) {
+    plait_param *b = harness_param(h, before), *p = harness_param(h, name);
+    assert_non_null(b);
+    assert_non_null(p);
+    assert_ptr_equal(b->data + b->numel, p->data);
+    float *data = malloc(p->numel * sizeof *data), *grad = calloc(p->numel, sizeof *grad);
+    assert_non_null(data);
+    assert_non_null(grad);
+    memcpy(data, p->data, p->numel * sizeof *data);
+    *flat_grad = p->grad;
+    p->data = data;
+    p->grad = grad;
+    return p;
 }
 
 static void test_qkv_apart(void **state) {
@@ -271,6 +309,47 @@ static void test_recompute(void **state) {
     check_recompute("full", 1);
 }
 
+/* [model] qkv_bias (Qwen2's q, k and v biases): the gradients against
+ * finite differences (grouped-query attention, whose biases lie apart in
+ * the flat storage, and multi-head, where they lie one after another),
+ * threads, a pipeline split, a split backward, recomputation and q, k, v
+ * kept apart as without biases; and the biases are parameters a step
+ * changes. */
+static void test_qkv_bias(void **state) {
+    (void)state;
+    g_qkv_bias = 1;
+    check_gradients(2, 0);
+    check_gradients(4, 1);
+    assert_int_equal(harness_threads_agree(llama_ini(2, 0), 3), 0);
+    test_pipeline_split(state);
+    check_split(0);
+    check_recompute("full", 0);
+    check_recompute("selective", 1);
+    check_qkv_apart(0);
+    check_qkv_apart(1);
+    harness h;
+    assert_int_equal(harness_init(&h, llama_ini(2, 0), 2, 1, 0, NULL), 0);
+    const char *names[] = {"model.layers.1.self_attn.q_proj.bias", "model.layers.1.self_attn.k_proj.bias",
+                           "model.layers.1.self_attn.v_proj.bias"};
+    const int64_t widths[] = {16, 8, 8};
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, 16, h.V, 13);
+    harness_tokens(tgt, 16, h.V, 14);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    for (int i = 0; i < 3; i++) {
+        const plait_param *b = harness_param(&h, names[i]);
+        assert_non_null(b);
+        assert_int_equal(b->ndim, 1);
+        assert_int_equal(b->shape[0], widths[i]);
+        double sum = 0;
+        for (size_t e = 0; e < b->numel; e++) sum += fabs((double)b->grad[e]);
+        assert_true(sum > 0); /* the loss depends on it */
+    }
+    harness_free(&h);
+    g_qkv_bias = 0;
+}
+
 /* harness_init fails for `ini`, the last error naming `want`. */
 static void refused(const char *ini, const char *want) {
     harness h;
@@ -299,7 +378,7 @@ int main(void) {
         cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_recompute),      cmocka_unit_test(test_qkv_apart),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_qkv_bias),       cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

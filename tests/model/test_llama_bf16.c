@@ -63,9 +63,9 @@ static double grad_dev(const harness_trace *a, const harness_trace *b) { return 
 /* grad_dev per parameter tensor, the worst over tensors and steps (its
  * name in *which): a wrong gradient of one projection (q_proj's, say)
  * hides in the whole vector's norm, not in its own tensor's. */
-static double tensor_dev(const harness_trace *a, const harness_trace *b, const char **which) {
+static double tensor_dev(const char *ini, const harness_trace *a, const harness_trace *b, const char **which) {
     harness h;
-    assert_int_equal(harness_init(&h, LLAMA_INI, 2, 1, 0, NULL), 0);
+    assert_int_equal(harness_init(&h, ini, 2, 1, 0, NULL), 0);
     double worst = 0;
     static char name[128];
     for (int32_t p = 0; p < h.set.n_params; p++) {
@@ -90,6 +90,21 @@ static double tensor_dev(const harness_trace *a, const harness_trace *b, const c
     return worst;
 }
 
+/* A bf16 trace `bf` of the model `ini` (named `what`) against its float32
+ * trace within the GPT's bounds (test_bf16_activations), the gradients'
+ * tensor by tensor too, printed; returns the losses' deviation. */
+static double within_bounds(const char *ini, const char *what, const harness_trace *bf, const harness_trace *f32) {
+    const char *worst = NULL;
+    const double dl = loss_dev(bf, f32), dg = grad_dev(bf, f32), dt = tensor_dev(ini, bf, f32, &worst);
+    printf("%s bf16 against float32 over %d steps: losses within %.2e, gradients within %.2e (norm-wise), "
+           "each tensor's within %.2e (%s)\n",
+           what, STEPS, dl, dg, dt, worst);
+    assert_true(dl <= 1e-2);
+    assert_true(dg <= 5e-2);
+    assert_true(dt <= 5e-2);
+    return dl;
+}
+
 static void test_trains_as_float32(void **state) {
     (void)state;
     harness_trace f32, bf, again;
@@ -98,16 +113,7 @@ static void test_trains_as_float32(void **state) {
     trace_on(LLAMA_INI, bf16_table(), 1, 0, &again);
     assert_false(f32.bf16);
     assert_true(bf.bf16);
-    const char *worst = NULL;
-    const double dl = loss_dev(&bf, &f32), dg = grad_dev(&bf, &f32), dt = tensor_dev(&bf, &f32, &worst);
-    printf("llama bf16 against float32 over %d steps: losses within %.2e, gradients within %.2e (norm-wise), "
-           "each tensor's within %.2e (%s)\n",
-           STEPS, dl, dg, dt, worst);
-    /* the GPT's bounds (test_bf16_activations), the gradients' tensor by tensor too */
-    assert_true(dl <= 1e-2);
-    assert_true(dg <= 5e-2);
-    assert_true(dt <= 5e-2);
-    assert_true(dl > 0); /* it did round */
+    assert_true(within_bounds(LLAMA_INI, "llama", &bf, &f32) > 0); /* it did round */
     assert_memory_equal(bf.loss, again.loss, sizeof(double) * STEPS * SLOTS);
     assert_memory_equal(bf.grads, again.grads, sizeof(float) * STEPS * bf.numel);
     /* the blocks' activations and the backward scratch in about half,
@@ -127,17 +133,15 @@ static void test_trains_as_float32(void **state) {
  * (llama_bf16.c), against the one product over the stacked columns of a
  * model whose gradients lie side by side: within 1e-6 a tensor,
  * norm-wise. */
-static void test_gradients_apart(void **state) {
-    (void)state;
-    static const char *const moved[2] = {"model.layers.0.self_attn.k_proj.weight", "model.layers.1.mlp.up_proj.weight"};
+static void check_gradients_apart(const char *ini, const char *const *moved, int n_moved) {
     harness h[2];
-    float *apart[2] = {NULL, NULL};
+    float *apart[3] = {NULL, NULL, NULL};
     for (int r = 0; r < 2; r++) {
         harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
-        assert_int_equal(harness_init_ex(&h[r], LLAMA_INI, 2, &o), 0);
+        assert_int_equal(harness_init_ex(&h[r], ini, 2, &o), 0);
         assert_true(plait_model_bf16_activations(h[r].model));
         harness_zero_grads(&h[r]);
-        for (int i = 0; r && i < 2; i++) {
+        for (int i = 0; r && i < n_moved; i++) {
             plait_param *p = harness_param(&h[r], moved[i]);
             assert_non_null(p);
             apart[i] = calloc(p->numel, sizeof(float));
@@ -162,8 +166,17 @@ static void test_gradients_apart(void **state) {
         if (sqrt(d) > 1e-6 * sqrt(nb)) fail_msg("%s: gradients apart differ by %.2e norm-wise", b->name, sqrt(d / nb));
     }
     for (int r = 0; r < 2; r++) harness_free(&h[r]);
-    free(apart[0]);
-    free(apart[1]);
+    for (int i = 0; i < 3; i++) free(apart[i]);
+}
+
+/* The same with q, k and v biases ([model] qkv_bias), k's bias gradient
+ * apart too: one product a projection, each with its bias's gradient. */
+static void test_gradients_apart(void **state) {
+    (void)state;
+    static const char *const moved[3] = {"model.layers.0.self_attn.k_proj.weight", "model.layers.1.mlp.up_proj.weight",
+                                         "model.layers.1.self_attn.k_proj.bias"};
+    check_gradients_apart(LLAMA_INI, moved, 2);
+    check_gradients_apart(LLAMA_INI "qkv_bias = true\n", moved, 3);
 }
 
 /* Recomputation in bf16: selective drops SwiGLU's output alone (one bf16
@@ -210,6 +223,44 @@ static void test_split_backward(void **state) {
     }
 }
 
+/* [model] qkv_bias (Qwen2's q, k and v biases) in bf16: the products add
+ * the biases' bf16 copies, their gradients come from the same output
+ * gradient as the weights': trains as float32 does within the bounds
+ * above, tensor by tensor (the biases among them), where the biases'
+ * copies lie side by side (llama-tiny's shape) and where they are stacked
+ * apart (one key/value head of 4 elements, under the copies' 8-element
+ * alignment); recomputation and a split backward give the bits of one
+ * pass without recomputation. */
+static void test_qkv_bias(void **state) {
+    (void)state;
+    static const char *const inis[2] = {
+        LLAMA_INI "qkv_bias = true\n",
+        "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 1\nn_embd = 16\n"
+        "ffn_hidden = 40\nblock_size = 32\nvocab_size = 100\nqkv_bias = true\n"};
+    for (int i = 0; i < 2; i++) {
+        harness_trace f32, bf;
+        trace_on(inis[i], bf16_table(), 0, 0, &f32);
+        trace_on(inis[i], bf16_table(), 1, 0, &bf);
+        assert_true(bf.bf16);
+        within_bounds(inis[i], i ? "llama with qkv biases, 4-element key/value heads" : "llama with qkv biases", &bf,
+                      &f32);
+        char ini[600];
+        for (int mode = 0; mode < 3; mode++) {
+            snprintf(ini, sizeof ini, "%s%s", inis[i],
+                     mode == 0   ? ""
+                     : mode == 1 ? "recompute = full\n"
+                                 : "recompute = selective\n");
+            harness_trace other;
+            trace_on(ini, bf16_table(), 1, mode != 1, &other); /* none and selective split in halves */
+            assert_memory_equal(other.loss, bf.loss, sizeof(double) * STEPS * SLOTS);
+            assert_memory_equal(other.grads, bf.grads, sizeof(float) * STEPS * bf.numel);
+            harness_trace_free(&other);
+        }
+        harness_trace_free(&f32);
+        harness_trace_free(&bf);
+    }
+}
+
 /* Where a piece is missing the model keeps float32 activations, with the
  * float32 model's numbers: a table without the Llama family's bf16
  * entries. */
@@ -226,11 +277,9 @@ static void test_granted_only_where_whole(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trains_as_float32),
-        cmocka_unit_test(test_gradients_apart),
-        cmocka_unit_test(test_recompute),
-        cmocka_unit_test(test_split_backward),
-        cmocka_unit_test(test_granted_only_where_whole),
+        cmocka_unit_test(test_trains_as_float32), cmocka_unit_test(test_gradients_apart),
+        cmocka_unit_test(test_recompute),         cmocka_unit_test(test_split_backward),
+        cmocka_unit_test(test_qkv_bias),          cmocka_unit_test(test_granted_only_where_whole),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kref_bf16_release();
