@@ -364,8 +364,10 @@ static plait_status check_rope(const char *path, const plait_json *root, const p
 }
 
 /* `qwen2`: a Qwen2 file, whose sliding_window counts only under
- * use_sliding_window (check_qwen2_window). */
-static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want, int qwen2) {
+ * use_sliding_window (check_qwen2_window); `mistral`: a Mistral file, whose
+ * sliding_window is 4096 where it leaves it out. */
+static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want, int qwen2,
+                                   int mistral) {
     plait_status st = no_bias(path, root, "attention_bias");
     if (st == PLAIT_OK) st = no_bias(path, root, "mlp_bias");
     if (st != PLAIT_OK) return st;
@@ -385,6 +387,9 @@ static plait_status check_features(const char *path, const plait_json *root, con
                               "the head size is not hidden_size / num_attention_heads (plait's is n_embd / n_head)");
     }
     const plait_json *sw = plait_json_get(root, "sliding_window");
+    if (!sw && mistral)
+        return refuse_feature(path, "sliding_window", "4096 (MistralConfig's default: the file leaves it out)",
+                              "attention sees a sliding window (allowed: null)");
     if (!qwen2 && sw && sw->type != PLAIT_JSON_NULL)
         return refuse_feature(path, "sliding_window", "set", "attention sees a sliding window (allowed: null)");
     return PLAIT_OK;
@@ -429,6 +434,9 @@ static const hf_class hf_llama = {"llama", "Llama", " (LlamaConfig's default: th
 static const hf_class hf_qwen2 = {"qwen2", "Qwen2", " (Qwen2Config's default: the file leaves it out)",
                                   32,      22016,   151936,
                                   1e-6,    10000,   32768};
+static const hf_class hf_mistral = {"mistral", "Mistral", " (MistralConfig's default: the file leaves it out)",
+                                    8,         14336,     32000,
+                                    1e-6,      10000,     4096 * 32};
 static const hf_class hf_mixtral = {"mixtral", "Mixtral", " (MixtralConfig's default: the file leaves it out)",
                                     8,         14336,     32000,
                                     1e-5,      1e6,       4096 * 32};
@@ -437,11 +445,18 @@ static const hf_class *class_of(const plait_llama_shape *s) {
     return s->moe_experts > 0 ? &hf_mixtral : s->qkv_bias ? &hf_qwen2 : &hf_llama;
 }
 
-/* model_type: the run's class; what would load a file of another. */
-static plait_status check_type(const char *path, const plait_json *root, const hf_class *want) {
+/* model_type: the run's class (a Llama run reads a Mistral file too: the
+ * same model where no layer attends within a sliding window; *hc then
+ * Mistral's, for its defaults); what would load a file of another. */
+static plait_status check_type(const char *path, const plait_json *root, const hf_class **hc) {
+    const hf_class *want = *hc;
     const plait_json *type = plait_json_get(root, "model_type");
     const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)";
     if (!strcmp(name, want->model_type)) return PLAIT_OK;
+    if (want == &hf_llama && !strcmp(name, hf_mistral.model_type)) {
+        *hc = &hf_mistral;
+        return PLAIT_OK;
+    }
     const char *hint = "";
     if (want == &hf_llama && !strcmp(name, "mixtral"))
         hint = "; a Mixtral model needs model.moe_experts, moe_top_k and moe_ffn_hidden as its num_local_experts, "
@@ -457,7 +472,7 @@ static plait_status check_type(const char *path, const plait_json *root, const h
                            want == &hf_mixtral ? " with moe_experts > 0"
                            : want == &hf_qwen2 ? " with qkv_bias = true"
                                                : "",
-                           want->name, want->model_type, hint);
+                           want->name, want == &hf_llama ? "llama or mistral" : want->model_type, hint);
 }
 
 /* A Qwen2 file's sliding window: none of its layers under it
@@ -490,7 +505,7 @@ static plait_status check_config(const char *path, const plait_json *root, const
     if (!root || root->type != PLAIT_JSON_OBJECT) return not_a(path, "the document", "an object");
     const hf_class *hc = class_of(want);
     const int moe = hc == &hf_mixtral;
-    plait_status tst = check_type(path, root, hc);
+    plait_status tst = check_type(path, root, &hc);
     if (tst != PLAIT_OK) return tst;
     const char *cls = hc->cls;
     /* a key left out takes its class's default */
@@ -547,7 +562,7 @@ static plait_status check_config(const char *path, const plait_json *root, const
                                "weights %s: max_position_embeddings = %.0f, but the run has [model] block_size = %lld: "
                                "the model was not made for contexts that long (allowed: block_size <= %.0f)",
                                path, positions, want->block_size, positions);
-    plait_status st = check_features(path, root, want, hc == &hf_qwen2);
+    plait_status st = check_features(path, root, want, hc == &hf_qwen2, hc == &hf_mistral);
     return st == PLAIT_OK && hc == &hf_qwen2 ? check_qwen2_window(path, root, (double)want->n_layer) : st;
 }
 

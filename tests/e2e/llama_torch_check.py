@@ -1,7 +1,8 @@
 """plait's llama against Hugging Face transformers' LlamaForCausalLM (and
-Qwen2ForCausalLM, plait's llama with [model] qkv_bias).
+Qwen2ForCausalLM, plait's llama with [model] qkv_bias, and
+MistralForCausalLM without a sliding window).
 
-  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2]
+  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2 | mistral]
       a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 key/value
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
@@ -14,11 +15,14 @@ Qwen2ForCausalLM, plait's llama with [model] qkv_bias).
       frequencies alike);
       qwen2: a Qwen2ForCausalLM of the same shape instead (q, k and v
       with biases, drawn as the norms' weights, from U(0.5, 1.5));
+      mistral: a MistralForCausalLM of the same shape (sliding_window
+      null: Mistral 7B v0.3's);
       and TOKENS, a safetensors file with "tokens" [2, 32] (float32 ids,
       as tests/checkpoint/weights_logits.c reads them).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
       DIR loaded by AutoModelForCausalLM.from_pretrained, the class its
-      config.json names (LlamaForCausalLM, Qwen2ForCausalLM; nothing missing but a
+      config.json names (LlamaForCausalLM, Qwen2ForCausalLM,
+      MistralForCausalLM; nothing missing but a
       tied lm_head, nothing unexpected); its float32 logits on TOKENS equal
       PLAIT_LOGITS within 1e-4 of the largest logit (max |diff| / max
       |logit|, printed).
@@ -40,13 +44,14 @@ import os
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_check import compare, load, randomize, save  # noqa: E402
 
 
-def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False):
+def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=False):
     torch.manual_seed(1234)
     scaling = None
     if llama3:
@@ -58,6 +63,8 @@ def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False):
                  eos_token_id=None, pad_token_id=None)
     if qwen2:
         model = Qwen2ForCausalLM(Qwen2Config(use_sliding_window=False, **shape)).float()
+    elif mistral:
+        model = MistralForCausalLM(MistralConfig(sliding_window=None, **shape)).float()
     else:
         model = LlamaForCausalLM(LlamaConfig(attention_bias=False, mlp_bias=False, **shape)).float()
     randomize(model)
@@ -111,7 +118,8 @@ def greedy(model_dir, prompt, n, sample_out):
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "make":
-        return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:], "qwen2" in argv[3:])
+        return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:], "qwen2" in argv[3:],
+                    "mistral" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
     if argv[0] == "rounded":

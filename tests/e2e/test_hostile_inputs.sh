@@ -460,7 +460,8 @@ act|sed -i 's/"silu"/"gelu"/' config.json|the MLP's activation is not SiLU (allo
 bias|sed -i 's/"attention_bias": false/"attention_bias": true/' config.json|attention_bias = true: the projections have biases
 headdim|sed -i 's/"head_dim": 32/"head_dim": 16/' config.json|head_dim = 16: the head size is not hidden_size / num_attention_heads
 window|sed -i 's/"mlp_bias": false/"mlp_bias": false, "sliding_window": 64/' config.json|attention sees a sliding window (allowed: null)
-mistral|sed -i 's/"model_type": "llama"/"model_type": "mistral"/' config.json|model_type = mistral: [model] arch = llama reads Hugging Face Llama models
+mistral|sed -i 's/"model_type": "llama"/"model_type": "mistral"/' config.json|sliding_window = 4096 (MistralConfig's default: the file leaves it out): attention sees a sliding window (allowed: null)
+gemma|sed -i 's/"model_type": "llama"/"model_type": "gemma"/' config.json|model_type = gemma: [model] arch = llama reads Hugging Face Llama models (model_type llama or mistral)
 tied|sed -i 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' config.json|give model.tie_embeddings=true to load it
 kvtext|sed -i 's/"num_key_value_heads": 2/"num_key_value_heads": "2"/' config.json|'num_key_value_heads' is not a number
 vocabneg|sed -i 's/"vocab_size": 256/"vocab_size": -1/' config.json|'vocab_size' is not above 0 (the file is damaged, or not a Llama model's config.json)

@@ -13,7 +13,7 @@
 # transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
 # plait's logits of it, read with [model] rope_scaling = llama3; and a
 # Qwen2ForCausalLM (q, k and v biases) both ways, read and trained with
-# [model] qkv_bias.
+# [model] qkv_bias; and a MistralForCausalLM without a sliding window read.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
@@ -64,6 +64,15 @@ grep -Eq "rope_(scaling|parameters) = type 'llama3'" "$E2E_WORK/no3.out" || fail
   fail "plait's logits of the transformers Qwen2 model"
 "$PY" "$CHECK" logits "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" "$E2E_WORK/plait_hfq.safetensors" ||
   fail "plait's logits of the transformers Qwen2 model differ from transformers'"
+# Mistral (model_type mistral, no sliding window): read as a Llama
+"$PY" "$CHECK" make "$E2E_WORK/hfm" "$E2E_WORK/tokensm.safetensors" mistral >"$E2E_WORK/makem.out" 2>&1 ||
+  fail "building the transformers Mistral model: $(tail -n 3 "$E2E_WORK/makem.out")"
+grep -q '"model_type": "mistral"' "$E2E_WORK/hfm/config.json" || fail "transformers wrote no Mistral config.json"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/hfm" "$E2E_WORK/tokensm.safetensors" "$E2E_WORK/plait_hfm.safetensors" $SHAPE ||
+  fail "plait's logits of the transformers Mistral model"
+"$PY" "$CHECK" logits "$E2E_WORK/hfm" "$E2E_WORK/tokensm.safetensors" "$E2E_WORK/plait_hfm.safetensors" ||
+  fail "plait's logits of the transformers Mistral model differ from transformers'"
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
 train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
 "$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \
