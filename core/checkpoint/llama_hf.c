@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors_json.h"
+#include "model/model.h"
 #include "model/tied.h"
 #include "runtime/error.h"
 
@@ -21,9 +22,10 @@ const char *const plait_llama_ckpt_keys[] = {"n_kv_head",
                                              "rope_high_freq_factor",
                                              "rope_original_max_pos",
                                              "qkv_bias",
+                                             "head_dim",
                                              NULL};
 /* plait_llama_ckpt_keys' indices */
-enum { KEY_ROPE_FIRST_PARAM = 6, KEY_ROPE_LAST_PARAM = 9, KEY_QKV_BIAS = 10 };
+enum { KEY_ROPE_FIRST_PARAM = 6, KEY_ROPE_LAST_PARAM = 9, KEY_QKV_BIAS = 10, KEY_HEAD_DIM = 11 };
 
 /* rope_scaling = none's parameters: the keys' defaults (core_schema.c) */
 static const plait_rope_scaling rope_none = {PLAIT_ROPE_SCALING_NONE, 8, 1, 4, 8192};
@@ -41,7 +43,7 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
     /* block 0 of a mixture of experts has no dense MLP: the spec's width is the same number */
     if (strcmp(spec->arch, "llama") != 0 || !k || !head || spec->n_head < 1)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "[model] arch = %s: not a llama model", spec->arch);
-    const long long hs = spec->n_embd / spec->n_head;
+    const long long hs = (long long)plait_model_spec_head_size(spec);
     *out = (plait_llama_shape){.n_layer = spec->n_layer,
                                .n_head = spec->n_head,
                                .n_kv_head = (long long)k->shape[0] / hs,
@@ -53,6 +55,7 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
                                .rope_theta = plait_config_float(cfg, "model", "rope_theta"),
                                .tied = plait_tied_is_copy(head),
                                .qkv_bias = param_named(spec, "model.layers.0.self_attn.q_proj.bias") != NULL,
+                               .head_dim = hs,
                                .rope = {strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0
                                             ? PLAIT_ROPE_SCALING_LLAMA3
                                             : PLAIT_ROPE_SCALING_NONE,
@@ -139,8 +142,11 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
     case KEY_ROPE_LAST_PARAM:
         snprintf(buf, cap, "%lld", (long long)s->rope.original_max_pos);
         break;
-    default:
+    case KEY_QKV_BIAS:
         snprintf(buf, cap, "%s", s->qkv_bias ? "true" : "false");
+        break;
+    default:
+        snprintf(buf, cap, "%lld", s->head_dim);
         break;
     }
 }
@@ -200,15 +206,24 @@ int plait_llama_key_recorded(const plait_llama_shape *s, size_t i) {
     return i < KEY_ROPE_FIRST_PARAM || i > KEY_ROPE_LAST_PARAM || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
 }
 
-/* qkv_bias as a checkpoint records it: false where it records none (one
- * written before plait knew the key). */
-static plait_status qkv_bias_from_ckpt(const plait_ckpt *ck, int *out) {
+/* qkv_bias and head_dim as a checkpoint records them: false and n_embd /
+ * n_head where it records none (one written before plait knew the keys). */
+static plait_status qkv_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
     const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.qkv_bias");
-    *out = v && !strcmp(v, "true");
-    if (!v || *out || !strcmp(v, "false")) return PLAIT_OK;
-    return plait_set_error(PLAIT_ERR_PROTOCOL,
-                           "%s: model metadata 'plait.model.qkv_bias' is '%s' (allowed: true, false)",
-                           plait_ckpt_dir(ck), v);
+    out->qkv_bias = v && !strcmp(v, "true");
+    if (v && !out->qkv_bias && strcmp(v, "false") != 0)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: model metadata 'plait.model.qkv_bias' is '%s' (allowed: true, false)",
+                               plait_ckpt_dir(ck), v);
+    const char *hd = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.head_dim");
+    char *end = NULL;
+    out->head_dim = hd ? strtoll(hd, &end, 10) : out->n_embd / out->n_head;
+    if (hd && (!*hd || *end || out->head_dim < 2))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: model metadata 'plait.model.head_dim' is '%s' (a llama checkpoint records the "
+                               "heads' size as a whole number of at least 2)",
+                               plait_ckpt_dir(ck), hd);
+    return PLAIT_OK;
 }
 
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
@@ -242,7 +257,7 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
                                    plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
     }
     plait_status st = rope_from_ckpt(ck, &out->rope);
-    if (st == PLAIT_OK) st = qkv_bias_from_ckpt(ck, &out->qkv_bias);
+    if (st == PLAIT_OK) st = qkv_from_ckpt(ck, out);
     return st == PLAIT_OK ? moe_from_ckpt(ck, out) : st;
 }
 
@@ -380,12 +395,13 @@ static plait_status check_features(const char *path, const plait_json *root, con
     double hd = 0;
     int got = number(root, "head_dim", &hd);
     if (got < 0) return not_a(path, "head_dim", "a number");
-    if (got && hd != (double)(want->n_embd / want->n_head)) {
-        char value[40];
-        snprintf(value, sizeof value, "%.0f", hd);
-        return refuse_feature(path, "head_dim", value,
-                              "the head size is not hidden_size / num_attention_heads (plait's is n_embd / n_head)");
-    }
+    if (!got) hd = floor((double)want->n_embd / (double)want->n_head); /* the config classes' default */
+    if (hd != (double)want->head_dim)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: head_dim = %.0f%s, but the run has [model] head_dim = %lld: the model in "
+                               "the file is another one (give model.head_dim=%.0f to load it)",
+                               path, hd, got ? "" : " (hidden_size / num_attention_heads: the file leaves it out)",
+                               want->head_dim, hd);
     const plait_json *sw = plait_json_get(root, "sliding_window");
     if (!sw && mistral)
         return refuse_feature(path, "sliding_window", "4096 (MistralConfig's default: the file leaves it out)",
@@ -621,9 +637,9 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                         "  \"rope_scaling\": %s,\n  \"sliding_window\": null,\n  \"attention_dropout\": 0.0,\n"
                         "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n"
                         "%s  \"torch_dtype\": \"%s\"\n}\n",
-                        s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
-                        s->n_embd / s->n_head, s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope,
-                        s->tied ? "true" : "false", eos, torch_dtype);
+                        s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim,
+                        s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos,
+                        torch_dtype);
     /* Qwen2: q, k and v with biases, no sliding window on any layer */
     if (s->qkv_bias)
         return snprintf(
@@ -631,13 +647,13 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
             "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"model_type\": \"qwen2\",\n"
             "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
             "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
-            "  \"num_key_value_heads\": %lld,\n  \"hidden_act\": \"silu\",\n"
+            "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
             "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
             "  \"rope_scaling\": %s,\n  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n"
             "  \"max_window_layers\": %lld,\n  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n"
             "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"%s\"\n}\n",
-            s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->block_size, eps, theta,
-            rope, s->n_layer, s->tied ? "true" : "false", eos, torch_dtype);
+            s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim, s->block_size,
+            eps, theta, rope, s->n_layer, s->tied ? "true" : "false", eos, torch_dtype);
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                     "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
@@ -647,6 +663,6 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                     "  \"rope_scaling\": %s,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
                     "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n  \"initializer_range\": 0.02,\n"
                     "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"%s\"\n}\n",
-                    s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->n_embd / s->n_head,
+                    s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim,
                     s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos, torch_dtype);
 }

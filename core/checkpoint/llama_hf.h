@@ -31,6 +31,7 @@ typedef struct plait_llama_shape {
     double norm_eps, rope_theta;
     int tied;
     int qkv_bias; /* [model] qkv_bias: q, k and v have biases (Qwen2's) */
+    long long head_dim; /* the heads' size (resolved: never 0) */
     /* [model] rope_scaling: its type, and its parameters' values (the
      * keys' defaults under rope_scaling = none) */
     plait_rope_scaling rope;
@@ -50,9 +51,10 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
  * plait_ckpt_model_keys, NULL-terminated: n_kv_head, ffn_hidden, norm_eps,
  * rope_theta, tie_embeddings, rope_scaling, rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_pos,
- * qkv_bias (a checkpoint written before plait knew rope scaling has none
- * of rope_scaling and its parameters: it read as rope_scaling = none; one
- * written before it knew qkv_bias has none: it read as false). */
+ * qkv_bias, head_dim (a checkpoint written before plait knew rope scaling
+ * has none of rope_scaling and its parameters: it read as rope_scaling =
+ * none; one written before it knew qkv_bias or head_dim has none: they
+ * read as false and n_embd / n_head). */
 extern const char *const plait_llama_ckpt_keys[];
 
 /* The text of key `plait_llama_ckpt_keys[i]` for `s` into buf[cap]
@@ -95,9 +97,9 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
  * (or transformers 5's rope_parameters) null, default, or llama3 with the
  * run's rope_scaling = llama3 and its factor, low_freq_factor,
  * high_freq_factor and original_max_position_embeddings equal to the
- * run's; and no feature plait does not implement (attention_bias or
- * mlp_bias true, another rope scaling type, a hidden_act other than silu, a head_dim other than
- * hidden_size / num_attention_heads, a sliding_window). Keys the file
+ * run's, head_dim (default hidden_size / num_attention_heads) the run's;
+ * and no feature plait does not implement (attention_bias or
+ * mlp_bias true, another rope scaling type, a hidden_act other than silu, a sliding_window). Keys the file
  * leaves out take LlamaConfig's defaults. PLAIT_ERR_INVALID_CONFIG naming
  * the file, the key and both values; PLAIT_ERR_PROTOCOL for a file that is
  * not JSON. */

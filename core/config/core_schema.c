@@ -186,6 +186,9 @@ static const plait_key_decl model_keys[] = {
         "original_max_position_embeddings)"),
     KEY("tie_embeddings", B, "false", 1, 0, NULL, SAME,
         "llama: the output head shares the token embedding's weights (gpt always does)"),
+    KEY("head_dim", I, "0", 0, 256, NULL, SAME,
+        "llama: the attention heads' size (0 = n_embd / n_head); q_proj is n_head x head_dim wide, o_proj reads as "
+        "many (Mistral Nemo's 128 where n_embd / n_head is 160)"),
     KEY("qkv_bias", B, "false", 1, 0, NULL, SAME,
         "llama: q_proj, k_proj and v_proj add a bias, as Qwen2's do (Megatron-LM's --add-qkv-bias); o_proj and "
         "the MLP have none"),

@@ -49,7 +49,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->llama = strcmp(spec->arch, "llama") == 0;
     s->recompute = in->recompute;
     s->split = in->split;
-    double NH = s->gpt || s->llama ? spec->n_head : 1, HS = s->gpt || s->llama ? s->C / NH : s->C;
+    double NH = s->gpt || s->llama ? spec->n_head : 1, HS = (double)plait_model_spec_head_size(spec);
     s->HS = HS;
     s->fused = (s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS) || s->llama;
     s->att_scratch = s->fused && in->device ? in->device->att_scratch / s->cp : 0;

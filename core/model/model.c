@@ -218,7 +218,7 @@ static plait_status derive_sizes(plait_model *m) {
     m->C = d->n_embd;
     const int heads = d->is_gpt || d->is_llama;
     m->NH = heads ? d->n_head : 1;
-    m->HS = heads ? m->C / m->NH : m->C;
+    m->HS = d->is_llama ? d->head_dim : heads ? m->C / m->NH : m->C;
     m->NKV = d->is_llama ? d->n_kv_head : m->NH;
     m->V = d->vocab_size;
     if (d->is_llama) { /* whole query heads with their key/value heads on each tp rank */

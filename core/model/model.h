@@ -63,6 +63,11 @@ const plait_model_spec *plait_model_desc_spec(const plait_model_desc *desc);
 double plait_model_spec_params(const plait_model_spec *s);
 void plait_model_desc_free(plait_model_desc *desc);
 
+/* The attention heads' size of the described model `s`: a llama's
+ * head_dim (q_proj's rows / n_head), else n_embd / n_head (the mlp arch,
+ * which has no heads: n_embd). */
+int64_t plait_model_spec_head_size(const plait_model_spec *s);
+
 /* Global parameter index of `name`, or -1. */
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
 

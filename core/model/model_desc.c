@@ -244,7 +244,7 @@ static plait_status build(plait_model_desc *d) {
  * refuses tp for now, model.c). */
 static plait_status build_llama(plait_model_desc *d) {
     const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size, L = d->n_layer;
-    const int64_t H = d->n_head, KV = d->n_kv_head, HS = C / H, F = d->ffn_hidden;
+    const int64_t H = d->n_head, KV = d->n_kv_head, HS = d->head_dim, F = d->ffn_hidden, A = H * HS;
     const double B = d->micro_batch;
     d->p_wte = d->spec.n_params;
     ADD("model.embed_tokens.weight", 0, 2, V, C, PLAIT_TP_VOCAB, 1, 0);
@@ -255,23 +255,23 @@ static plait_status build_llama(plait_model_desc *d) {
         const int32_t ly = l + 1;
 #define BLOCK_NAME(s) keep_name(d, "model.layers.%d." s, l)
         ADD(BLOCK_NAME("input_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
-        ADD(BLOCK_NAME("self_attn.q_proj.weight"), ly, 2, H * HS, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("self_attn.q_proj.weight"), ly, 2, A, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("self_attn.k_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("self_attn.v_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
         if (d->qkv_bias) { /* after the three weights, which stay side by side (llama_layers.c) */
-            ADD(BLOCK_NAME("self_attn.q_proj.bias"), ly, 1, H * HS, 0, PLAIT_TP_COLUMN, 1, 0);
+            ADD(BLOCK_NAME("self_attn.q_proj.bias"), ly, 1, A, 0, PLAIT_TP_COLUMN, 1, 0);
             ADD(BLOCK_NAME("self_attn.k_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
             ADD(BLOCK_NAME("self_attn.v_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
         }
-        ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, H * HS, PLAIT_TP_ROW, 1, 0);
+        ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, A, PLAIT_TP_ROW, 1, 0);
         ADD(BLOCK_NAME("post_attention_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
         if (d->moe_first[l] == 0) { /* marked sparse by plait_model_describe */
             static const char *const names[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
             static const int bias[] = {0, 0, 0}, wide[] = {1, 1, 0};
             plait_status st = add_moe(d, l, "model.layers.%%d.%s", names, MOE_LLAMA_TENSORS, bias, wide);
             if (st != PLAIT_OK) return st;
-            d->layers[ly].flops_per_token += 2.0 * (2.0 * (double)(C * C) + 2.0 * (double)(C * KV * HS)) +
-                                             4.0 * (double)(T * C);
+            d->layers[ly].flops_per_token += 2.0 * (2.0 * (double)(C * A) + 2.0 * (double)(C * KV * HS)) +
+                                             4.0 * (double)(T * A);
             d->layers[ly].activation_bytes = moe_activation_bytes(d);
             continue;
         }
@@ -279,15 +279,16 @@ static plait_status build_llama(plait_model_desc *d) {
         ADD(BLOCK_NAME("mlp.up_proj.weight"), ly, 2, F, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("mlp.down_proj.weight"), ly, 2, C, F, PLAIT_TP_ROW, 1, 0);
 #undef BLOCK_NAME
-        /* forward multiply-adds ×2: q and o (C·C each), k and v (C·KV·HS
-         * each), the MLP's three (C·F each); attention's QKᵀ and att·V as
-         * for the gpt arch */
-        const double proj = 2.0 * (2.0 * (double)(C * C) + 2.0 * (double)(C * KV * HS) + 3.0 * (double)(C * F));
-        d->layers[ly].flops_per_token = proj + 4.0 * (double)(T * C);
-        /* saved per token: two norms' outputs and rstd (2C+2), q, k, v
-         * (C + 2·KV·HS), the attention's output (C), the residual (C),
-         * each head's log-sum-exp (H), gate, up and SwiGLU's output (3F) */
-        const double per_token = (double)(4 * C + 2 + 2 * KV * HS + H + 3 * F);
+        /* forward multiply-adds ×2: q and o (C·A each, A = H·HS the
+         * attention's width), k and v (C·KV·HS each), the MLP's three
+         * (C·F each); attention's QKᵀ and att·V as for the gpt arch, A wide */
+        const double proj = 2.0 * (2.0 * (double)(C * A) + 2.0 * (double)(C * KV * HS) + 3.0 * (double)(C * F));
+        d->layers[ly].flops_per_token = proj + 4.0 * (double)(T * A);
+        /* saved per token: the norms' outputs and rstd, q, k, v (A +
+         * 2·KV·HS), the attention's output (A), the residual, each head's
+         * log-sum-exp (H), gate, up and SwiGLU's output (3F): as counted
+         * where A = C, 4C + 2 with the norms and the residual */
+        const double per_token = (double)(2 * C + 2 * A + 2 + 2 * KV * HS + H + 3 * F);
         d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);
     }
     const int32_t hl = (int32_t)L + 1;
@@ -335,7 +336,8 @@ static plait_status check_rope_scaling(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
-static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t n_embd, int64_t *kv, int64_t *ffn) {
+static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t n_embd, int64_t *kv, int64_t *ffn,
+                                int64_t *hs) {
     *kv = plait_config_int(cfg, "model", "n_kv_head");
     if (*kv == 0) *kv = n_head;
     if (n_head % *kv != 0)
@@ -343,12 +345,14 @@ static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t
                                "[model] n_kv_head = %lld does not divide n_head = %lld: each key/value head serves "
                                "n_head / n_kv_head query heads (allowed: a divisor of %lld; 1 is multi-query)",
                                (long long)*kv, (long long)n_head, (long long)n_head);
-    const int64_t HS = n_embd / n_head;
+    const int64_t given = plait_config_int(cfg, "model", "head_dim");
+    const int64_t HS = given ? given : n_embd / n_head;
     if (HS % 2 != 0 || HS > PLAIT_ATTENTION_FUSED_MAX_HS)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] n_embd / n_head = %lld: the llama arch's head size must be even (rotary "
-                               "positions rotate pairs) and at most %d (its fused attention)",
-                               (long long)HS, PLAIT_ATTENTION_FUSED_MAX_HS);
+                               "[model] %s = %lld: the llama arch's head size must be even (rotary positions rotate "
+                               "pairs) and at most %d (its fused attention)",
+                               given ? "head_dim" : "n_embd / n_head", (long long)HS, PLAIT_ATTENTION_FUSED_MAX_HS);
+    *hs = HS;
     if (plait_config_float(cfg, "model", "rope_theta") <= 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[model] rope_theta = %g: it must be above 0",
                                plait_config_float(cfg, "model", "rope_theta"));
@@ -435,6 +439,7 @@ static plait_status refuse_llama_keys(const plait_config *cfg, const char *arch,
                                              "rope_original_max_pos",
                                              "tie_embeddings",
                                              "qkv_bias",
+                                             "head_dim",
                                              NULL};
     for (int i = 0; !is_llama && llama_only[i]; i++) {
         const char *where = NULL;
@@ -459,16 +464,17 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     if (micro_batch < 1)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: micro-batch of %d sequences; it must be at least 1",
                                (int)micro_batch);
-    if ((is_gpt || is_llama) && n_embd % n_head != 0)
+    /* a llama with head_dim has heads of their own size */
+    if ((is_gpt || (is_llama && plait_config_int(cfg, "model", "head_dim") == 0)) && n_embd % n_head != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[model] n_embd = %lld is not a multiple of n_head = %lld: "
                                "each head needs n_embd / n_head channels",
                                (long long)n_embd, (long long)n_head);
     plait_status kst = refuse_llama_keys(cfg, arch, is_llama);
     if (kst != PLAIT_OK) return kst;
-    int64_t n_kv_head = 0, ffn_hidden = 0;
+    int64_t n_kv_head = 0, ffn_hidden = 0, head_dim = 0;
     if (is_llama) {
-        plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden);
+        plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden, &head_dim);
         if (st != PLAIT_OK) return st;
     }
     moe_desc moe;
@@ -489,6 +495,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     d->is_llama = is_llama;
     d->n_kv_head = (int32_t)n_kv_head;
     d->ffn_hidden = (int32_t)ffn_hidden;
+    d->head_dim = (int32_t)head_dim;
     d->norm_eps = (float)plait_config_float(cfg, "model", "norm_eps");
     d->init_std = plait_config_float(cfg, "model", "init_std");
     d->rope_theta = plait_config_float(cfg, "model", "rope_theta");
@@ -567,6 +574,15 @@ double plait_model_param_active(const plait_model_desc *d, const plait_param *p)
     if (at == MOE_BIAS) return 0.0;
     if (at >= MOE_EXPERTS && at < MOE_EXPERTS + nt) return (double)d->moe.top_k / (double)d->moe.experts;
     return 1.0;
+}
+
+int64_t plait_model_spec_head_size(const plait_model_spec *s) {
+    if (strcmp(s->arch, "mlp") == 0 || s->n_head < 1) return s->n_embd;
+    if (strcmp(s->arch, "llama") == 0)
+        for (int32_t i = 0; i < s->n_params; i++) /* q_proj: n_head heads of head_dim rows */
+            if (s->params[i].layer == 1 && strstr(s->params[i].name, ".self_attn.q_proj.weight"))
+                return s->params[i].shape[0] / s->n_head;
+    return s->n_embd / s->n_head;
 }
 
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) {

@@ -69,6 +69,7 @@ struct plait_model_desc {
     plait_rope_scaling rope_scaling; /* [model] rope_scaling and its parameters */
     int tied;
     int qkv_bias;    /* llama: q, k and v have biases ([model] qkv_bias) */
+    int32_t head_dim; /* llama: the heads' size ([model] head_dim, resolved: never 0) */
     double init_std; /* [model] init_std (param_init.c) */
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;

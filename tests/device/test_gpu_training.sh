@@ -38,8 +38,8 @@
 #     bit-identical. On a GPU 100 steps; on the emulator 4 steps of
 #     2 sequences of 96 tokens (two attention tiles), windows of 2 steps
 #     (the second deterministic run 2 steps, as gpt's its first window);
-#     and with q, k and v biases ([model] qkv_bias) fp32 within 1e-4 and
-#     bf16 within 2% of the cpu's curve over those steps.
+#     and with q, k and v biases ([model] qkv_bias) and head_dim 16, fp32
+#     within 1e-4 and bf16 within 2% of the cpu's curve over those steps.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -186,9 +186,11 @@ grep -q "resuming from .*ckpt-$(printf %08d "$HALF")" "$E2E_WORK/dev_low_r.out" 
 bit_identical dev_low_a dev_low_r "$BIT" ||
   fail "a $DEV $LOW run stopped at step $HALF and resumed from its checkpoint differs from the uninterrupted run"
 if [ "$MODEL" = llama ] && [ "$MODE" != selfcheck ]; then
-  # q, k and v biases (Qwen2's, [model] qkv_bias): the device's bias
+  # q, k and v biases (Qwen2's, [model] qkv_bias) with heads of their own
+  # size (head_dim 16 where n_embd / n_head is 32): the device's bias
   # entries in the fp32 and bf16 Llama blocks, against the cpu's curve
-  Q=("run.steps=$FPN" run.eval_every=0 "run.ckpt_every=$FPN" run.progress=off "${EXTRA[@]}" model.qkv_bias=true)
+  Q=("run.steps=$FPN" run.eval_every=0 "run.ckpt_every=$FPN" run.progress=off "${EXTRA[@]}" model.qkv_bias=true
+    model.head_dim=16)
   train cpu_qb "${Q[@]}" device.plugin=cpu run.precision=fp32 &
   train dev_qb "${Q[@]}" device.plugin=$DEV run.precision=$FP &
   train dev_qb_low "${Q[@]}" device.plugin=$DEV run.precision=$LOW &

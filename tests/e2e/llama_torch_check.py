@@ -2,7 +2,7 @@
 Qwen2ForCausalLM, plait's llama with [model] qkv_bias, and
 MistralForCausalLM without a sliding window).
 
-  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2 | mistral]
+  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2 | mistral] [headdim]
       a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 key/value
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
@@ -16,7 +16,8 @@ MistralForCausalLM without a sliding window).
       qwen2: a Qwen2ForCausalLM of the same shape instead (q, k and v
       with biases, drawn as the norms' weights, from U(0.5, 1.5));
       mistral: a MistralForCausalLM of the same shape (sliding_window
-      null: Mistral 7B v0.3's);
+      null: Mistral 7B v0.3's); headdim: heads of 32 (head_dim), not
+      hidden_size / num_attention_heads = 16;
       and TOKENS, a safetensors file with "tokens" [2, 32] (float32 ids,
       as tests/checkpoint/weights_logits.c reads them).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
@@ -51,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_check import compare, load, randomize, save  # noqa: E402
 
 
-def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=False):
+def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=False, headdim=False):
     torch.manual_seed(1234)
     scaling = None
     if llama3:
@@ -61,6 +62,8 @@ def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=Fa
                  num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0,
                  rope_scaling=scaling, hidden_act="silu", tie_word_embeddings=tied, bos_token_id=None,
                  eos_token_id=None, pad_token_id=None)
+    if headdim:
+        shape["head_dim"] = 32
     if qwen2:
         model = Qwen2ForCausalLM(Qwen2Config(use_sliding_window=False, **shape)).float()
     elif mistral:
@@ -119,7 +122,7 @@ def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "make":
         return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:], "qwen2" in argv[3:],
-                    "mistral" in argv[3:])
+                    "mistral" in argv[3:], "headdim" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
     if argv[0] == "rounded":

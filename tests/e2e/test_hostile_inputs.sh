@@ -324,6 +324,7 @@ tp = 4 does not divide [model] n_kv_head = 2|config check $LL parallel.plugin=hy
 value '0' is out of range|config check $LL model.rope_theta=0
 [model] n_kv_head is a key of arch = llama, and this model is arch = gpt|config check $CFG model.n_kv_head=2
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
+[model] head_dim is a key of arch = llama, and this model is arch = gpt|config check $CFG model.head_dim=16
 [model] qkv_bias is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qkv_bias=true
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 [parallel.dp] grad_compression = bf16 does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.cp=2 optim.plugin=zero1 parallel.dp.grad_compression=bf16
@@ -458,7 +459,7 @@ scaling|python3 -c 'import json; c = json.load(open("config.json")); c["rope_sca
 llama3|python3 -c 'import json; c = json.load(open("config.json")); c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}; json.dump(c, open("config.json", "w"))'|rope_scaling = type 'llama3', but the run has [model] rope_scaling = none
 act|sed -i 's/"silu"/"gelu"/' config.json|the MLP's activation is not SiLU (allowed: silu)
 bias|sed -i 's/"attention_bias": false/"attention_bias": true/' config.json|attention_bias = true: the projections have biases
-headdim|sed -i 's/"head_dim": 32/"head_dim": 16/' config.json|head_dim = 16: the head size is not hidden_size / num_attention_heads
+headdim|sed -i 's/"head_dim": 32/"head_dim": 16/' config.json|head_dim = 16, but the run has [model] head_dim = 32: the model in the file is another one (give model.head_dim=16 to load it)
 window|sed -i 's/"mlp_bias": false/"mlp_bias": false, "sliding_window": 64/' config.json|attention sees a sliding window (allowed: null)
 mistral|sed -i 's/"model_type": "llama"/"model_type": "mistral"/' config.json|sliding_window = 4096 (MistralConfig's default: the file leaves it out): attention sees a sliding window (allowed: null)
 gemma|sed -i 's/"model_type": "llama"/"model_type": "gemma"/' config.json|model_type = gemma: [model] arch = llama reads Hugging Face Llama models (model_type llama or mistral)

@@ -13,7 +13,8 @@
 # transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
 # plait's logits of it, read with [model] rope_scaling = llama3; and a
 # Qwen2ForCausalLM (q, k and v biases) both ways, read and trained with
-# [model] qkv_bias; and a MistralForCausalLM without a sliding window read.
+# [model] qkv_bias; Llama's and Qwen2's heads of their own size (head_dim)
+# both ways; and a MistralForCausalLM without a sliding window read.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
@@ -64,6 +65,19 @@ grep -Eq "rope_(scaling|parameters) = type 'llama3'" "$E2E_WORK/no3.out" || fail
   fail "plait's logits of the transformers Qwen2 model"
 "$PY" "$CHECK" logits "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" "$E2E_WORK/plait_hfq.safetensors" ||
   fail "plait's logits of the transformers Qwen2 model differ from transformers'"
+# heads of their own size (head_dim 32 for a width of 64 over 4 heads), a
+# Llama's and a Qwen2's
+for v in headdim:llama qwen2h:qwen2; do
+  "$PY" "$CHECK" make "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" headdim "${v#*:}" \
+    >"$E2E_WORK/make-${v%%:*}.out" 2>&1 || fail "building the transformers $v model: $(tail -n 3 "$E2E_WORK/make-${v%%:*}.out")"
+  Q=
+  [ "${v#*:}" = qwen2 ] && Q=qkv_bias=true
+  # shellcheck disable=SC2086
+  "$LOGITS" "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" "$E2E_WORK/plait-${v%%:*}.safetensors" \
+    $SHAPE head_dim=32 $Q || fail "plait's logits of the transformers $v model"
+  "$PY" "$CHECK" logits "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" \
+    "$E2E_WORK/plait-${v%%:*}.safetensors" || fail "plait's logits of the transformers $v model differ from transformers'"
+done
 # Mistral (model_type mistral, no sliding window): read as a Llama
 "$PY" "$CHECK" make "$E2E_WORK/hfm" "$E2E_WORK/tokensm.safetensors" mistral >"$E2E_WORK/makem.out" 2>&1 ||
   fail "building the transformers Mistral model: $(tail -n 3 "$E2E_WORK/makem.out")"
@@ -90,11 +104,12 @@ for tie in false true; do
   "$PY" "$CHECK" logits "$E2E_WORK/exp_$tie" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$tie.safetensors" ||
     fail "transformers' logits of plait's export (tie_embeddings=$tie) differ from plait's"
 done
-train trained_qkv $D run.steps=5 model.qkv_bias=true
+train trained_qkv $D run.steps=5 model.qkv_bias=true model.head_dim=32
 "$PLAIT_BIN" export "$E2E_WORK/trained_qkv" --format hf --out "$E2E_WORK/exp_qkv" >/dev/null || fail "export (qkv_bias)"
 grep -q '"Qwen2ForCausalLM"' "$E2E_WORK/exp_qkv/config.json" || fail "a qkv_bias model not exported as Qwen2ForCausalLM"
 # shellcheck disable=SC2086
-"$LOGITS" "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" $SHAPE qkv_bias=true ||
+"$LOGITS" "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" $SHAPE qkv_bias=true \
+  head_dim=32 ||
   fail "plait's logits of its Qwen2 export"
 "$PY" "$CHECK" logits "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" ||
   fail "transformers' logits of plait's Qwen2 export differ from plait's"

@@ -5,7 +5,8 @@
  * bit-identical results with 1 and 3 math threads; a two-stage pipeline
  * split bit-identical to one stage; a split backward's halves bit-identical
  * to one pass; selective and full recomputation bit-identical to none;
- * the same with q, k and v biases ([model] qkv_bias); and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
+ * the same with q, k and v biases ([model] qkv_bias) and with heads of
+ * their own size ([model] head_dim); and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
  * odd head size) naming the key.
  */
 #include <setjmp.h>
@@ -22,16 +23,17 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-/* Set: the models have q, k and v biases ([model] qkv_bias, Qwen2's). */
-static int g_qkv_bias;
+/* Set: the models have q, k and v biases ([model] qkv_bias, Qwen2's);
+ * heads of their own size ([model] head_dim: 0 = n_embd / n_head). */
+static int g_qkv_bias, g_head_dim;
 
 static char *llama_ini(int kv, int tied) {
     static char buf[512];
     snprintf(buf, sizeof buf,
              "[run]\nseed = 7\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = %d\nn_embd = 16\n"
              "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\ntie_embeddings = %s\n"
-             "qkv_bias = %s\n",
-             kv, tied ? "true" : "false", g_qkv_bias ? "true" : "false");
+             "qkv_bias = %s\nhead_dim = %d\n",
+             kv, tied ? "true" : "false", g_qkv_bias ? "true" : "false", g_head_dim);
     return buf;
 }
 
@@ -350,6 +352,38 @@ static void test_qkv_bias(void **state) {
     g_qkv_bias = 0;
 }
 
+/* [model] head_dim of 8 where n_embd / n_head is 4 (q_proj 32 rows for a
+ * width of 16, o_proj reading 32), without and with q, k and v biases:
+ * the gradients against finite differences, threads, a pipeline split,
+ * a split backward and recomputation as with heads n_embd / n_head wide. */
+static void test_head_dim(void **state) {
+    g_head_dim = 8;
+    for (int bias = 0; bias < 2; bias++) {
+        g_qkv_bias = bias;
+        check_gradients(2, 0);
+        check_gradients(1, 1);
+        assert_int_equal(harness_threads_agree(llama_ini(2, 0), 3), 0);
+        test_pipeline_split(state);
+        check_split(0);
+        check_recompute("full", 0);
+        check_recompute("selective", 1);
+    }
+    harness h;
+    assert_int_equal(harness_init(&h, llama_ini(2, 0), 2, 1, 0, NULL), 0);
+    const plait_param *q = harness_param(&h, "model.layers.0.self_attn.q_proj.weight");
+    const plait_param *o = harness_param(&h, "model.layers.0.self_attn.o_proj.weight");
+    assert_non_null(q);
+    assert_non_null(o);
+    assert_int_equal(q->shape[0], 32);
+    assert_int_equal(q->shape[1], 16);
+    assert_int_equal(o->shape[0], 16);
+    assert_int_equal(o->shape[1], 32);
+    assert_int_equal(plait_model_spec_head_size(h.spec), 8);
+    harness_free(&h);
+    g_head_dim = 0;
+    g_qkv_bias = 0;
+}
+
 /* harness_init fails for `ini`, the last error naming `want`. */
 static void refused(const char *ini, const char *want) {
     harness h;
@@ -369,6 +403,13 @@ static void test_refused(void **state) {
     refused(ini, "rope_theta");
     refused("[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 12\nblock_size = 8\nvocab_size = 11\n",
             "head size must be even");
+    snprintf(ini, sizeof ini, "%shead_dim = 6\n", base); /* fine */
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 1};
+    assert_int_equal(harness_init_ex(&h, ini, 2, &o), 0);
+    harness_free(&h);
+    snprintf(ini, sizeof ini, "%shead_dim = 5\n", base);
+    refused(ini, "[model] head_dim = 5: the llama arch's head size must be even");
 }
 
 int main(void) {
@@ -378,7 +419,8 @@ int main(void) {
         cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_recompute),      cmocka_unit_test(test_qkv_apart),
-        cmocka_unit_test(test_qkv_bias),       cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_qkv_bias),       cmocka_unit_test(test_head_dim),
+        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

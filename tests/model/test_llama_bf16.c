@@ -227,14 +227,14 @@ static void test_split_backward(void **state) {
  * the biases' bf16 copies, their gradients come from the same output
  * gradient as the weights': trains as float32 does within the bounds
  * above, tensor by tensor (the biases among them), where the biases'
- * copies lie side by side (llama-tiny's shape) and where they are stacked
+ * copies lie side by side (llama-tiny's shape, with heads of 32 for its width of 64 over 4 heads: [model] head_dim) and where they are stacked
  * apart (one key/value head of 4 elements, under the copies' 8-element
  * alignment); recomputation and a split backward give the bits of one
  * pass without recomputation. */
 static void test_qkv_bias(void **state) {
     (void)state;
     static const char *const inis[2] = {
-        LLAMA_INI "qkv_bias = true\n",
+        LLAMA_INI "qkv_bias = true\nhead_dim = 32\n",
         "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 1\nn_embd = 16\n"
         "ffn_hidden = 40\nblock_size = 32\nvocab_size = 100\nqkv_bias = true\n"};
     for (int i = 0; i < 2; i++) {
