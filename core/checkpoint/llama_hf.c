@@ -23,9 +23,10 @@ const char *const plait_llama_ckpt_keys[] = {"n_kv_head",
                                              "rope_original_max_pos",
                                              "qkv_bias",
                                              "head_dim",
+                                             "qk_norm",
                                              NULL};
 /* plait_llama_ckpt_keys' indices */
-enum { KEY_ROPE_FIRST_PARAM = 6, KEY_ROPE_LAST_PARAM = 9, KEY_QKV_BIAS = 10, KEY_HEAD_DIM = 11 };
+enum { KEY_ROPE_FIRST_PARAM = 6, KEY_ROPE_LAST_PARAM = 9, KEY_QKV_BIAS = 10, KEY_HEAD_DIM = 11, KEY_QK_NORM = 12 };
 
 /* rope_scaling = none's parameters: the keys' defaults (core_schema.c) */
 static const plait_rope_scaling rope_none = {PLAIT_ROPE_SCALING_NONE, 8, 1, 4, 8192};
@@ -56,6 +57,7 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
                                .tied = plait_tied_is_copy(head),
                                .qkv_bias = param_named(spec, "model.layers.0.self_attn.q_proj.bias") != NULL,
                                .head_dim = hs,
+                               .qk_norm = plait_model_spec_qk_norm(spec),
                                .rope = {strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0
                                             ? PLAIT_ROPE_SCALING_LLAMA3
                                             : PLAIT_ROPE_SCALING_NONE,
@@ -78,9 +80,18 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
     return PLAIT_OK;
 }
 
-plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *where) {
+plait_status plait_llama_hf_class_ok(const plait_llama_shape *s, const char *where) {
     const char *key = NULL, *allowed = NULL;
     char value[32];
+    if (s->moe_experts == 0) {
+        if (s->qk_norm && s->qkv_bias)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [model] qk_norm = true with qkv_bias = true, which no Hugging Face class "
+                                   "computes: Qwen3ForCausalLM's q and k norms come without biases, or with "
+                                   "attention_bias, which puts one on o_proj too (allowed: qkv_bias = false)",
+                                   where);
+        return PLAIT_OK;
+    }
     if (s->moe_every != 1) {
         key = "moe_every", allowed = "1: Mixtral's every block is sparse";
         snprintf(value, sizeof value, "%lld", s->moe_every);
@@ -92,6 +103,9 @@ plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *wher
         snprintf(value, sizeof value, "sigmoid");
     } else if (s->qkv_bias) {
         key = "qkv_bias", allowed = "false: Mixtral's q, k and v projections have no biases";
+        snprintf(value, sizeof value, "true");
+    } else if (s->qk_norm) {
+        key = "qk_norm", allowed = "false: Mixtral's heads have no q and k norms";
         snprintf(value, sizeof value, "true");
     } else if (s->moe_top_k < 2) {
         key = "moe_top_k", allowed = "2 or more: Mixtral renormalises the chosen scores to sum to 1, which with "
@@ -145,8 +159,11 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
     case KEY_QKV_BIAS:
         snprintf(buf, cap, "%s", s->qkv_bias ? "true" : "false");
         break;
-    default:
+    case KEY_HEAD_DIM:
         snprintf(buf, cap, "%lld", s->head_dim);
+        break;
+    default:
+        snprintf(buf, cap, "%s", s->qk_norm ? "true" : "false");
         break;
     }
 }
@@ -206,15 +223,24 @@ int plait_llama_key_recorded(const plait_llama_shape *s, size_t i) {
     return i < KEY_ROPE_FIRST_PARAM || i > KEY_ROPE_LAST_PARAM || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
 }
 
-/* qkv_bias and head_dim as a checkpoint records them: false and n_embd /
- * n_head where it records none (one written before plait knew the keys). */
+/* A true/false key a checkpoint records: false where it records none
+ * (one written before plait knew the key). */
+static plait_status flag_from_ckpt(const plait_ckpt *ck, const char *key, int *out) {
+    const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+    *out = v && !strcmp(v, "true");
+    if (v && !*out && strcmp(v, "false") != 0)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: model metadata '%s' is '%s' (allowed: true, false)",
+                               plait_ckpt_dir(ck), key, v);
+    return PLAIT_OK;
+}
+
+/* qkv_bias, head_dim and qk_norm as a checkpoint records them: false,
+ * n_embd / n_head and false where it records none (one written before
+ * plait knew the keys). */
 static plait_status qkv_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
-    const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.qkv_bias");
-    out->qkv_bias = v && !strcmp(v, "true");
-    if (v && !out->qkv_bias && strcmp(v, "false") != 0)
-        return plait_set_error(PLAIT_ERR_PROTOCOL,
-                               "%s: model metadata 'plait.model.qkv_bias' is '%s' (allowed: true, false)",
-                               plait_ckpt_dir(ck), v);
+    plait_status st = flag_from_ckpt(ck, "plait.model.qkv_bias", &out->qkv_bias);
+    if (st == PLAIT_OK) st = flag_from_ckpt(ck, "plait.model.qk_norm", &out->qk_norm);
+    if (st != PLAIT_OK) return st;
     const char *hd = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.head_dim");
     char *end = NULL;
     out->head_dim = hd ? strtoll(hd, &end, 10) : out->n_embd / out->n_head;
@@ -378,11 +404,46 @@ static plait_status check_rope(const char *path, const plait_json *root, const p
     return llama3 ? same_llama3(path, where, obj, want) : PLAIT_OK;
 }
 
-/* `qwen2`: a Qwen2 file, whose sliding_window counts only under
- * use_sliding_window (check_qwen2_window); `mistral`: a Mistral file, whose
- * sliding_window is 4096 where it leaves it out. */
-static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want, int qwen2,
-                                   int mistral) {
+/* The Hugging Face class a shape reads as, and its config class's
+ * defaults for the keys a file may leave out (Llama 2 7B's, Qwen2 7B's
+ * (transformers' Qwen2Config), Mixtral 8x7B's). */
+typedef struct hf_class {
+    const char *model_type, *name, *cls;
+    double kv_heads, ffn, vocab, eps, theta, positions; /* kv_heads 0: num_attention_heads */
+    double head_dim;                                    /* 0: hidden_size / num_attention_heads */
+    int windowed; /* Qwen's: sliding_window counts only under use_sliding_window (check_qwen_window) */
+} hf_class;
+
+static const hf_class hf_llama = {"llama", "Llama", " (LlamaConfig's default: the file leaves it out)",
+                                  0,       11008,   32000,
+                                  1e-6,    10000,   2048,
+                                  0,       0};
+static const hf_class hf_qwen2 = {"qwen2", "Qwen2", " (Qwen2Config's default: the file leaves it out)",
+                                  32,      22016,   151936,
+                                  1e-6,    10000,   32768,
+                                  0,       1};
+static const hf_class hf_qwen3 = {"qwen3", "Qwen3", " (Qwen3Config's default: the file leaves it out)",
+                                  32,      22016,   151936,
+                                  1e-6,    10000,   32768,
+                                  128,     1};
+static const hf_class hf_mistral = {"mistral", "Mistral", " (MistralConfig's default: the file leaves it out)",
+                                    8,         14336,     32000,
+                                    1e-6,      10000,     4096 * 32,
+                                    0,         0};
+static const hf_class hf_mixtral = {"mixtral", "Mixtral", " (MixtralConfig's default: the file leaves it out)",
+                                    8,         14336,     32000,
+                                    1e-5,      1e6,       4096 * 32,
+                                    0,         0};
+
+static const hf_class *class_of(const plait_llama_shape *s) {
+    return s->moe_experts > 0 ? &hf_mixtral : s->qk_norm ? &hf_qwen3 : s->qkv_bias ? &hf_qwen2 : &hf_llama;
+}
+
+/* The file is of class hc: a Qwen file's sliding_window counts only
+ * under use_sliding_window (check_qwen_window), a Mistral file's is 4096
+ * where it leaves it out. */
+static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want,
+                                   const hf_class *hc) {
     plait_status st = no_bias(path, root, "attention_bias");
     if (st == PLAIT_OK) st = no_bias(path, root, "mlp_bias");
     if (st != PLAIT_OK) return st;
@@ -395,18 +456,22 @@ static plait_status check_features(const char *path, const plait_json *root, con
     double hd = 0;
     int got = number(root, "head_dim", &hd);
     if (got < 0) return not_a(path, "head_dim", "a number");
-    if (!got) hd = floor((double)want->n_embd / (double)want->n_head); /* the config classes' default */
+    if (!got) /* the config class's default */
+        hd = hc->head_dim > 0 ? hc->head_dim : floor((double)want->n_embd / (double)want->n_head);
     if (hd != (double)want->head_dim)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: head_dim = %.0f%s, but the run has [model] head_dim = %lld: the model in "
                                "the file is another one (give model.head_dim=%.0f to load it)",
-                               path, hd, got ? "" : " (hidden_size / num_attention_heads: the file leaves it out)",
+                               path, hd,
+                               got                ? ""
+                               : hc->head_dim > 0 ? hc->cls
+                                                  : " (hidden_size / num_attention_heads: the file leaves it out)",
                                want->head_dim, hd);
     const plait_json *sw = plait_json_get(root, "sliding_window");
-    if (!sw && mistral)
+    if (!sw && hc == &hf_mistral)
         return refuse_feature(path, "sliding_window", "4096 (MistralConfig's default: the file leaves it out)",
                               "attention sees a sliding window (allowed: null)");
-    if (!qwen2 && sw && sw->type != PLAIT_JSON_NULL)
+    if (!hc->windowed && sw && sw->type != PLAIT_JSON_NULL)
         return refuse_feature(path, "sliding_window", "set", "attention sees a sliding window (allowed: null)");
     return PLAIT_OK;
 }
@@ -417,9 +482,7 @@ static plait_status check_features(const char *path, const plait_json *root, con
  * router does not add). */
 static plait_status check_mixtral(const char *path, const plait_json *root, const plait_llama_shape *want) {
     static const char cls[] = " (MixtralConfig's default: the file leaves it out)";
-    plait_status st = plait_llama_mixtral_ok(want, "[model]");
-    if (st == PLAIT_OK)
-        st = same_number(path, root, "num_local_experts", 8, (double)want->moe_experts, "moe_experts", cls);
+    plait_status st = same_number(path, root, "num_local_experts", 8, (double)want->moe_experts, "moe_experts", cls);
     if (st == PLAIT_OK)
         st = same_number(path, root, "num_experts_per_tok", 2, (double)want->moe_top_k, "moe_top_k", cls);
     if (st == PLAIT_OK)
@@ -434,31 +497,6 @@ static plait_status check_mixtral(const char *path, const plait_json *root, cons
                               "the router's input is scaled by random noise in training (allowed: 0)");
     }
     return st;
-}
-
-/* The Hugging Face class a shape reads as, and its config class's
- * defaults for the keys a file may leave out (Llama 2 7B's, Qwen2 7B's
- * (transformers' Qwen2Config), Mixtral 8x7B's). */
-typedef struct hf_class {
-    const char *model_type, *name, *cls;
-    double kv_heads, ffn, vocab, eps, theta, positions; /* kv_heads 0: num_attention_heads */
-} hf_class;
-
-static const hf_class hf_llama = {"llama", "Llama", " (LlamaConfig's default: the file leaves it out)",
-                                  0,       11008,   32000,
-                                  1e-6,    10000,   2048};
-static const hf_class hf_qwen2 = {"qwen2", "Qwen2", " (Qwen2Config's default: the file leaves it out)",
-                                  32,      22016,   151936,
-                                  1e-6,    10000,   32768};
-static const hf_class hf_mistral = {"mistral", "Mistral", " (MistralConfig's default: the file leaves it out)",
-                                    8,         14336,     32000,
-                                    1e-6,      10000,     4096 * 32};
-static const hf_class hf_mixtral = {"mixtral", "Mixtral", " (MixtralConfig's default: the file leaves it out)",
-                                    8,         14336,     32000,
-                                    1e-5,      1e6,       4096 * 32};
-
-static const hf_class *class_of(const plait_llama_shape *s) {
-    return s->moe_experts > 0 ? &hf_mixtral : s->qkv_bias ? &hf_qwen2 : &hf_llama;
 }
 
 /* model_type: the run's class (a Llama run reads a Mistral file too: the
@@ -481,20 +519,26 @@ static plait_status check_type(const char *path, const plait_json *root, const h
         hint = "; a Qwen2 model's q, k and v projections have biases: give model.qkv_bias=true";
     else if (want == &hf_qwen2 && !strcmp(name, "llama"))
         hint = "; a Llama model's projections have no biases: give model.qkv_bias=false";
+    else if (want != &hf_qwen3 && !strcmp(name, "qwen3"))
+        hint = "; a Qwen3 model's heads have q and k norms: give model.qk_norm=true (and its head_dim, 128 where "
+               "the file leaves it out)";
+    else if (want == &hf_qwen3 && strcmp(name, "qwen3") != 0)
+        hint = "; the heads of a model of another type have no q and k norms: give model.qk_norm=false";
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: model_type = %s: [model] arch = llama%s reads Hugging Face %s models "
                            "(model_type %s)%s",
                            path, name,
                            want == &hf_mixtral ? " with moe_experts > 0"
+                           : want == &hf_qwen3 ? " with qk_norm = true"
                            : want == &hf_qwen2 ? " with qkv_bias = true"
                                                : "",
                            want->name, want == &hf_llama ? "llama or mistral" : want->model_type, hint);
 }
 
-/* A Qwen2 file's sliding window: none of its layers under it
+/* A Qwen2 or Qwen3 file's sliding window: none of its layers under it
  * (layer_types, which transformers 5 writes, or use_sliding_window with
  * max_window_layers, the layers from which the window applies). */
-static plait_status check_qwen2_window(const char *path, const plait_json *root, double layers) {
+static plait_status check_qwen_window(const char *path, const plait_json *root, double layers) {
     const plait_json *types = plait_json_get(root, "layer_types");
     if (types && types->type == PLAIT_JSON_ARRAY) {
         for (const plait_json *t = types->child; t; t = t->next) {
@@ -508,7 +552,7 @@ static plait_status check_qwen2_window(const char *path, const plait_json *root,
     const plait_json *use = plait_json_get(root, "use_sliding_window");
     if (!use || use->type == PLAIT_JSON_NULL || (use->type == PLAIT_JSON_BOOL && !use->num)) return PLAIT_OK;
     if (use->type != PLAIT_JSON_BOOL) return not_a(path, "use_sliding_window", "true or false");
-    double from = 28; /* Qwen2Config's max_window_layers */
+    double from = 28; /* Qwen2Config's and Qwen3Config's max_window_layers */
     if (number(root, "max_window_layers", &from) < 0) return not_a(path, "max_window_layers", "a number");
     const plait_json *sw = plait_json_get(root, "sliding_window");
     if (from >= layers || !sw || sw->type == PLAIT_JSON_NULL) return PLAIT_OK;
@@ -519,6 +563,8 @@ static plait_status check_qwen2_window(const char *path, const plait_json *root,
 
 static plait_status check_config(const char *path, const plait_json *root, const plait_llama_shape *want) {
     if (!root || root->type != PLAIT_JSON_OBJECT) return not_a(path, "the document", "an object");
+    plait_status cst = plait_llama_hf_class_ok(want, "[model]");
+    if (cst != PLAIT_OK) return cst;
     const hf_class *hc = class_of(want);
     const int moe = hc == &hf_mixtral;
     plait_status tst = check_type(path, root, &hc);
@@ -578,8 +624,8 @@ static plait_status check_config(const char *path, const plait_json *root, const
                                "weights %s: max_position_embeddings = %.0f, but the run has [model] block_size = %lld: "
                                "the model was not made for contexts that long (allowed: block_size <= %.0f)",
                                path, positions, want->block_size, positions);
-    plait_status st = check_features(path, root, want, hc == &hf_qwen2, hc == &hf_mistral);
-    return st == PLAIT_OK && hc == &hf_qwen2 ? check_qwen2_window(path, root, (double)want->n_layer) : st;
+    plait_status st = check_features(path, root, want, hc);
+    return st == PLAIT_OK && hc->windowed ? check_qwen_window(path, root, (double)want->n_layer) : st;
 }
 
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want) {
@@ -640,6 +686,21 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                         s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim,
                         s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos,
                         torch_dtype);
+    /* Qwen3: q and k norms, no biases (attention_bias would put one on
+     * o_proj too), no sliding window on any layer */
+    if (s->qk_norm)
+        return snprintf(buf, cap,
+                        "{\n  \"architectures\": [\"Qwen3ForCausalLM\"],\n  \"model_type\": \"qwen3\",\n"
+                        "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+                        "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+                        "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+                        "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+                        "  \"rope_scaling\": %s,\n  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
+                        "  \"sliding_window\": null,\n  \"max_window_layers\": %lld,\n  \"attention_dropout\": 0.0,\n"
+                        "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n"
+                        "%s  \"torch_dtype\": \"%s\"\n}\n",
+                        s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim,
+                        s->block_size, eps, theta, rope, s->n_layer, s->tied ? "true" : "false", eos, torch_dtype);
     /* Qwen2: q, k and v with biases, no sliding window on any layer */
     if (s->qkv_bias)
         return snprintf(

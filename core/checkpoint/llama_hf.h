@@ -32,6 +32,7 @@ typedef struct plait_llama_shape {
     int tied;
     int qkv_bias; /* [model] qkv_bias: q, k and v have biases (Qwen2's) */
     long long head_dim; /* the heads' size (resolved: never 0) */
+    int qk_norm;        /* [model] qk_norm: q's and k's heads have norms (Qwen3's) */
     /* [model] rope_scaling: its type, and its parameters' values (the
      * keys' defaults under rope_scaling = none) */
     plait_rope_scaling rope;
@@ -51,10 +52,10 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
  * plait_ckpt_model_keys, NULL-terminated: n_kv_head, ffn_hidden, norm_eps,
  * rope_theta, tie_embeddings, rope_scaling, rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_pos,
- * qkv_bias, head_dim (a checkpoint written before plait knew rope scaling
- * has none of rope_scaling and its parameters: it read as rope_scaling =
- * none; one written before it knew qkv_bias or head_dim has none: they
- * read as false and n_embd / n_head). */
+ * qkv_bias, head_dim, qk_norm (a checkpoint written before plait knew
+ * rope scaling has none of rope_scaling and its parameters: it read as
+ * rope_scaling = none; one written before it knew qkv_bias, head_dim or
+ * qk_norm has none: they read as false, n_embd / n_head and false). */
 extern const char *const plait_llama_ckpt_keys[];
 
 /* The text of key `plait_llama_ckpt_keys[i]` for `s` into buf[cap]
@@ -69,14 +70,16 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
  * makes, then sets none of them). */
 int plait_llama_key_recorded(const plait_llama_shape *s, size_t i);
 
-/* Whether `s` is a model Hugging Face's MixtralForCausalLM computes: a
- * mixture of experts in every block (moe_every 1), no shared experts, a
- * softmax router, a top k of at least 2 (Mixtral renormalises the k
- * chosen scores, plait's k = 1 keeps the score itself) and no q, k and v
- * biases. `where` names the
- * model in the message (a checkpoint's directory, "[model]").
- * PLAIT_ERR_INVALID_CONFIG naming the key, its value and what is allowed. */
-plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *where);
+/* Whether `s` is a model a Hugging Face class computes. A mixture of
+ * experts must be MixtralForCausalLM's: every block sparse (moe_every 1),
+ * no shared experts, a softmax router, a top k of at least 2 (Mixtral
+ * renormalises the k chosen scores, plait's k = 1 keeps the score itself),
+ * no q, k and v biases and no q and k norms. A dense model with q and k
+ * norms is Qwen3ForCausalLM's, whose attention_bias puts a bias on o_proj
+ * too: it has no q, k and v biases. `where` names the model in the
+ * message (a checkpoint's directory, "[model]"). PLAIT_ERR_INVALID_CONFIG
+ * naming the key, its value and what is allowed. */
+plait_status plait_llama_hf_class_ok(const plait_llama_shape *s, const char *where);
 
 /* The shape a llama checkpoint records. PLAIT_ERR_PROTOCOL naming the
  * checkpoint and the key when one is missing or malformed (a checkpoint of
@@ -84,13 +87,14 @@ plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *wher
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out);
 
 /* Check the Hugging Face config.json at `path` against `want`: model_type
- * llama, qwen2 for a model with q, k and v biases (qkv_bias; its
- * use_sliding_window false, or no layer under the window: layer_types
- * without sliding_attention, or max_window_layers at least
+ * llama, qwen2 for a model with q, k and v biases (qkv_bias), qwen3 for
+ * one with q and k norms (qk_norm; head_dim 128 where the file leaves it
+ * out) (either's use_sliding_window false, or no layer under the window:
+ * layer_types without sliding_attention, or max_window_layers at least
  * num_hidden_layers), or mixtral for a mixture of experts (its num_local_experts,
  * num_experts_per_tok and intermediate_size, an expert's width, equal to
  * the run's moe_experts, moe_top_k and expert width; router_jitter_noise
- * 0; plait_llama_mixtral_ok); hidden_size, num_hidden_layers, num_attention_heads,
+ * 0); plait_llama_hf_class_ok first; hidden_size, num_hidden_layers, num_attention_heads,
  * num_key_value_heads, intermediate_size, vocab_size, rms_norm_eps,
  * rope_theta (or rope_parameters.rope_theta), tie_word_embeddings equal
  * to the run's, max_position_embeddings at least block_size; rope_scaling
@@ -106,8 +110,9 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want);
 
 /* The config.json `plait export --format hf` writes for `s`
- * (LlamaForCausalLM, Qwen2ForCausalLM with qkv_bias, or
- * MixtralForCausalLM for a mixture of experts; its
+ * (LlamaForCausalLM, Qwen2ForCausalLM with qkv_bias, Qwen3ForCausalLM
+ * with qk_norm, or MixtralForCausalLM for a mixture of experts: the
+ * caller checked plait_llama_hf_class_ok; its
  * torch_dtype `torch_dtype`, "float32" when NULL; bos/eos_token_id `eot`,
  * or null when < 0) into buf[cap]; returns what snprintf returns. */
 int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot,

@@ -59,7 +59,7 @@ static plait_status read_shape(const plait_ckpt *ck, plait_export_format format,
         plait_status st = plait_llama_shape_from_ckpt(ck, &m->ls);
         m->block_size = m->ls.block_size;
         m->vocab_size = m->ls.vocab_size;
-        if (st == PLAIT_OK && m->ls.moe_experts > 0) st = plait_llama_mixtral_ok(&m->ls, plait_ckpt_dir(ck));
+        if (st == PLAIT_OK) st = plait_llama_hf_class_ok(&m->ls, plait_ckpt_dir(ck));
         return st;
     }
     if (!arch || strcmp(arch, "gpt") != 0)

@@ -192,6 +192,10 @@ static const plait_key_decl model_keys[] = {
     KEY("qkv_bias", B, "false", 1, 0, NULL, SAME,
         "llama: q_proj, k_proj and v_proj add a bias, as Qwen2's do (Megatron-LM's --add-qkv-bias); o_proj and "
         "the MLP have none"),
+    KEY("qk_norm", B, "false", 1, 0, NULL, SAME,
+        "llama: each attention head's query and key pass through an RMSNorm of head_dim before the rotary "
+        "positions, one weight for the query heads and one for the key heads, as Qwen3's q_norm and k_norm "
+        "(Megatron-Core's qk_layernorm)"),
     KEY("init_std", F, "0.02", 1e-6, 1, NULL, SAME,
         "a fresh model's linear and embedding weights are drawn from N(0, init_std), the residual projections' "
         "(attention and MLP outputs) from N(0, init_std / sqrt(2 n_layer)), as GPT-2 and Megatron-LM's scaled "

@@ -57,7 +57,9 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->NHl = floor(NH / in->tp); /* the model's integer division (the mlp arch: no heads under tp) */
     s->Cl = s->NHl * HS;
     s->Fl = (s->llama ? spec->ffn_hidden : 4 * s->C) / in->tp;
-    s->Wq = (s->NHl + 2 * floor(spec->n_kv_head / in->tp)) * HS;
+    s->NKVl = floor(spec->n_kv_head / in->tp);
+    s->Wq = (s->NHl + 2 * s->NKVl) * HS;
+    s->qk_norm = s->llama && plait_model_spec_qk_norm(spec);
     s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
     s->sp = in->sp && in->tp > 1;
     s->q = s->sp ? in->tp : 1;
@@ -67,8 +69,10 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
                                     .llama = s->llama,
-                                    .kernels = in->device &&
-                                               (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
+                                    /* qk_norm widens the bf16 heads (model/model.c) */
+                                    .kernels = in->device && (s->llama ? in->device->llama_bf16_path &&
+                                                                             (!s->qk_norm || in->device->bf16_tensors)
+                                                                       : in->device->bf16_path),
                                     .context_parallel = s->cp > 1,
                                     .ring_bf16 = in->device && in->device->ring_bf16,
                                     .head_size = (int64_t)HS,
@@ -86,7 +90,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
  * drops the attention probabilities and the GELU output; full drops them
  * all. Under bf16 activations the parts marked bf16 are stored so
  * (model/model_slots.c, slot_carve). */
-static double block_floats(const plait_cost_shape *s, int kept) {
+static double block_parts_floats(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T, Rq = BT / seq_cut(s);
     if (s->llama && s->bf16) { /* slot_carve's llama bf16 branch: the norms' outputs on R rows; selective
                                 * drops SwiGLU's output, full every part */
@@ -133,6 +137,20 @@ static double block_floats(const plait_cost_shape *s, int kept) {
     return f;
 }
 
+/* [model] qk_norm's parts (model/recompute_keep.c): q's and k's heads
+ * before their norms (k's from an offset rounded up to 32 elements), in
+ * the products' type, and their deviations; kept but under full. */
+static double qk_norm_floats(const plait_cost_shape *s, int kept) {
+    if (!s->qk_norm || (s->recompute == 2) == kept) return 0;
+    const double BT = s->B * s->T, r32 = ceil(BT * s->NHl * s->HS / 32) * 32;
+    const double heads = r32 + BT * s->NKVl * s->HS, rstd = ceil(BT * s->NHl / 32) * 32 + BT * s->NKVl;
+    return (s->bf16 ? bh(heads) : al(heads)) + al(rstd);
+}
+
+static double block_floats(const plait_cost_shape *s, int kept) {
+    return block_parts_floats(s, kept) + qk_norm_floats(s, kept);
+}
+
 /* Floats a block's slot keeps for the weight half of a split backward
  * (model/model_slots.c, stash_carve): the block output's and ln_2's gradients,
  * the rest in buffers the input half leaves dead where recompute is none
@@ -142,10 +160,11 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT * s->C) + al(BTCq); /* dy, dln2 */
+    const double qkn = s->qk_norm ? al(2 * s->HS) : 0; /* the q and k norms' weight gradients */
     if (s->llama && s->bf16) /* stash_carve's llama bf16 branch: all apart, bf16 */
-        return 2 * bh(BT * s->C) + 2 * bh(BTCq) + bh(BT * 2 * s->Fl) + bh(BT * s->Wq);
+        return 2 * bh(BT * s->C) + 2 * bh(BTCq) + bh(BT * 2 * s->Fl) + bh(BT * s->Wq) + qkn;
     if (s->llama) /* stash_carve's llama branch: all apart, float32 */
-        return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq);
+        return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq) + qkn;
     int none = s->recompute == 0;
     if (s->bf16) return 4 * bh(BT * s->C) + (none ? 0 : bh(BT * s->Fl) + bh(BT * 3 * s->Cl));
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
@@ -220,6 +239,10 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
      * projection's); the rotary angles' table */
     if (s->llama && !s->bf16) f += al(BT * s->Fl) + s->T * s->HS;
     if (s->llama && s->bf16) f += bh(BT * s->Fl) + bh(BT * (s->Fl > s->Cl ? s->Fl : s->Cl)) + s->T * s->HS;
+    if (s->qk_norm) { /* the heads' norms' buffers (model/model_slots.c, plait_model_qk_norm_scratch) */
+        const double K = ceil(BT * s->Cl / 32) * 32;
+        f += 2 * K + (s->bf16 ? K / 2 : 0) + al(2 * s->HS);
+    }
     if ((s->gpt || s->llama) && s->fused) {
         double n = s->B * s->NHl * s->att_scratch;
         f += al(n > s->Cl ? n : s->Cl);

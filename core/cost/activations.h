@@ -101,6 +101,8 @@ typedef struct plait_cost_shape {
     int L, gpt;       /* blocks; the GPT model (else the MLP test model, or llama) */
     int llama;        /* the llama arch (float32, recompute none: model/llama_layers.c) */
     double Wq;        /* llama: a row of q, k and v ((NHl + 2·n_kv_head/tp)·HS) */
+    double NKVl;      /* llama: this rank's key/value heads */
+    int qk_norm;      /* llama: q's and k's heads have norms ([model] qk_norm, model/qk_norm.h) */
     int recompute;    /* 0 none, 1 selective, 2 full */
     int split;        /* the schedule splits backwards into input and weight halves (zb1) */
     int fused;        /* fused attention: each row's log-sum-exp, no probabilities (GPT, head size <=

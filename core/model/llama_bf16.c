@@ -40,6 +40,7 @@
  */
 #include "device/device.h"
 #include "model/model_internal.h"
+#include "model/qk_norm.h"
 #include "model/ring_attention.h"
 
 /* The bf16 copy of block `layer`'s parameter lp. */
@@ -117,6 +118,7 @@ plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, i
     const plait_bf16 *bias;
     if (st != PLAIT_OK || (st = qkv_bias_copy(m, layer, &bias)) != PLAIT_OK) return st;
     m->k->matmul_forward_bf16(a->bf.qkv, ln, copy_of(m, layer, LP_Q), bias, BT, C, m->Wq);
+    if (m->desc->qk_norm) plait_qk_norm_forward(m, a, p[LP_QN], p[LP_KN]);
     m->k->rope_bf16(a->bf.qkv, m->rope_cs, m->B, m->T, m->Wq, m->NHl + m->NKVl, m->HS, 0);
     if (m->cp > 1) /* over the cp ring, the key/value heads alone travelling (ring_attention.h) */
         st = plait_ring_attention_forward_bf16(m, layer, a->bf.atty, a->lse, a->bf.qkv, m->NHl, m->NKVl);
@@ -220,10 +222,12 @@ static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts
 }
 
 /* The attention half: dx holds d(res2) on entry, d(x) after (`part` and
- * `kept` as for mlp_backward). */
+ * `kept` as for mlp_backward); under [model] qk_norm the norms' weight
+ * gradients go through dwn (qk_norm.h), kept there between a split one's
+ * halves. */
 static plait_status attention_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
                                        float *const *g, const float *x, float *dx, bwd_part part,
-                                       block_grads_bf16 *kept) {
+                                       block_grads_bf16 *kept, float *dwn) {
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
     const plait_bf16 *dres = kept ? kept->dres2 : NULL, *dqkv = m->sb.dqkv, *ln;
     plait_status st = PLAIT_OK;
@@ -251,12 +255,17 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
             if (apart) (void)plait_bf16_norm_full_end(m, &gather, &ln); /* the request finished; st says why */
             return st;
         }
-        /* the gradient of q and k before their rotation */
+        /* the gradient of q and k before their rotation, and their norms' */
         m->k->rope_bf16(m->sb.dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
+        if (dwn) plait_qk_norm_backward(m, a, p[LP_QN], p[LP_KN], m->sb.dqkv, dwn);
         m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, copy_of(m, layer, LP_Q), BT, C, Wq);
         if (kept) keep(m, kept->dres2, dres, BT * C);
         keep(m, kept ? kept->dqkv : NULL, m->sb.dqkv, BT * Wq);
         if (apart && (st = plait_bf16_norm_full_end(m, &gather, &ln)) != PLAIT_OK) return st;
+        if (dwn) { /* summed once no gather is in flight */
+            if ((st = plait_qk_norm_sum(m, layer, dwn)) != PLAIT_OK) return st;
+            if (!kept) plait_qk_norm_add(m, dwn, g[LP_QN], g[LP_KN]);
+        }
         tp_pending pend;
         if ((st = plait_bf16_input_grad_sum_start(m, apart, "before self_attn.q_proj, k_proj and v_proj", layer,
                                                   &pend)) != PLAIT_OK)
@@ -271,6 +280,7 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
     } else { /* the weight half, from what the input half kept */
         dqkv = kept->dqkv;
         m->k->matmul_backward_bf16(NULL, g[LP_O], NULL, dres, a->bf.atty, NULL, BT, m->Cl, C);
+        if (dwn) plait_qk_norm_add(m, dwn, g[LP_QN], g[LP_KN]);
         st = norm_backward(m, NULL, NULL, g[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, layer);
         if (st != PLAIT_OK) return st;
     }
@@ -290,9 +300,10 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
     if (st != PLAIT_OK) return st;
     block_grads_bf16 *kept = part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
     float *dx = s->gbuf[(layer - 1) & 1];
+    float *dwn = !m->desc->qk_norm ? NULL : kept ? s->wg[layer - 1].dqk_norm : plait_qk_norm_dw(m);
     st = desc_block_sparse(m->desc, layer - 1) /* its float32 norm gradient kept in block_grads.dln2 */
              ? plait_moe_bf16_half_backward(m, s, layer, a->res2, s->gbuf[layer & 1], dx, part,
                                             part == BWD_ALL ? NULL : &s->wg[layer - 1])
              : mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx, part, kept);
-    return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx, part, kept);
+    return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx, part, kept, dwn);
 }

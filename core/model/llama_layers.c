@@ -34,6 +34,9 @@
  * rows: an all-gather of the norm's output before q/k/v, gate/up and
  * lm_head, a reduce-scatter after o_proj, down_proj and the embedding.
  *
+ * [model] qk_norm normalises q's and k's heads between the product and
+ * the rotation (qk_norm.c); the slot keeps them as they were before.
+ *
  * [model] recompute: selective drops SwiGLU's output (rebuilt from gate's
  * and up's), full keeps the block's input alone and reruns the block up
  * to SwiGLU (plait_llama_block_forward_act) before its backward
@@ -42,6 +45,7 @@
  */
 #include "device/device.h"
 #include "model/model_internal.h"
+#include "model/qk_norm.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"
 
@@ -163,6 +167,7 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK || (st = qkv_bias_stacked(m, p, &b)) != PLAIT_OK) return st;
     if (b) m->k->matmul_forward(a->qkv, a->ln1, w, b, BT, C, Wq);
     else m->k->sgemm(0, 1, BT, Wq, C, 1.0f, a->ln1, C, w, C, 0.0f, a->qkv, Wq);
+    if (m->desc->qk_norm) plait_qk_norm_forward(m, a, p[LP_QN], p[LP_KN]);
     m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 0);
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NKVl);
     else m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
@@ -272,8 +277,14 @@ static plait_status attention_input(plait_model *m, int32_t layer, const block_a
     } else
         m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
                                      m->NKVl, m->HS);
-    /* the gradient of q and k before their rotation */
+    /* the gradient of q and k before their rotation, and their norms' */
     m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
+    if (m->desc->qk_norm) { /* the norms' weight gradients kept for the weight half, or added now */
+        float *dw = keep ? keep->dqk_norm : plait_qk_norm_dw(m);
+        plait_qk_norm_backward(m, a, p[LP_QN], p[LP_KN], m->s_dqkv, dw);
+        if ((st = plait_qk_norm_sum(m, layer, dw)) != PLAIT_OK) return st;
+        if (gw) plait_qk_norm_add(m, dw, gw[LP_QN], gw[LP_KN]);
+    }
     float *w;
     if ((st = qkv_stacked(m, p, &w)) != PLAIT_OK) return st;
     m->k->sgemm(0, 0, BT, C, Wq, 1.0f, m->s_dqkv, Wq, w, C, 0.0f, m->s_dln, C);
@@ -298,6 +309,7 @@ static plait_status attention_weight(plait_model *m, int32_t layer, const block_
                                      const float *x, const block_grads *kept) {
     const int64_t BT = m->B * m->T, C = m->C;
     m->k->matmul_backward(NULL, gw[LP_O], NULL, kept->dres2, a->atty, NULL, BT, m->Cl, C);
+    if (m->desc->qk_norm) plait_qk_norm_add(m, kept->dqk_norm, gw[LP_QN], gw[LP_KN]);
     plait_status st = qkv_weight(m, a, gw, kept->dqkv);
     if (st != PLAIT_OK) return st;
     return norm_backward(m, NULL, NULL, gw[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, layer);

@@ -31,6 +31,10 @@ static plait_status llama_setup(plait_model *m) {
             PLAIT_ERR_INVALID_CONFIG,
             "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
             "rotary positions, SwiGLU, grouped-query attention); the cpu and cuda devices have them");
+    if (m->desc->qk_norm && !PLAIT_KERNELS_HAS_RING_ATTENTION(m->k))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: [model] qk_norm = true: the device's kernel table has no copy_rows (ABI "
+                               "1.18), which moves the heads to their norms; the cpu and cuda devices have it");
     /* cos and sin of each token's angle at each frequency, in float32
      * whatever the run's precision, as Hugging Face computes them:
      * inv_freq_i = 1 / theta^(2i/HS) (scaled under rope_scaling,
@@ -378,8 +382,11 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
                                     .llama = desc->is_llama,
-                                    .kernels = desc->is_llama ? plait_model_kernels_llama_bf16(m->k)
-                                                              : plait_model_kernels_bf16(m->k, m->HS),
+                                    /* qk_norm widens the bf16 heads for their norms (qk_norm.c) */
+                                    .kernels = desc->is_llama
+                                                   ? plait_model_kernels_llama_bf16(m->k) &&
+                                                         (!desc->qk_norm || PLAIT_KERNELS_HAS_FROM_BF16(m->k))
+                                                   : plait_model_kernels_bf16(m->k, m->HS),
                                     .context_parallel = m->cp > 1,
                                     .ring_bf16 = PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(m->k),
                                     .head_size = m->HS,
@@ -423,6 +430,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->rope_cs);
     plait_device_free(m->qkv_pack);
     plait_device_free(m->qkv_bias_pack);
+    plait_device_free(m->qkn_scratch);
     plait_ring_attention_free(m);
     plait_device_free(m->wbf_mem);
     plait_device_free(m->moe_scratch);

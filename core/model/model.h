@@ -67,6 +67,9 @@ void plait_model_desc_free(plait_model_desc *desc);
  * head_dim (q_proj's rows / n_head), else n_embd / n_head (the mlp arch,
  * which has no heads: n_embd). */
 int64_t plait_model_spec_head_size(const plait_model_spec *s);
+/* 1 if the described model's heads have q and k norms ([model] qk_norm:
+ * its first block has self_attn.q_norm.weight), else 0. */
+int plait_model_spec_qk_norm(const plait_model_spec *s);
 
 /* Global parameter index of `name`, or -1. */
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);

@@ -263,6 +263,10 @@ static plait_status build_llama(plait_model_desc *d) {
             ADD(BLOCK_NAME("self_attn.k_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
             ADD(BLOCK_NAME("self_attn.v_proj.bias"), ly, 1, KV * HS, 0, PLAIT_TP_COLUMN, 1, 0);
         }
+        if (d->qk_norm) { /* one weight for every query head, one for every key head (qk_norm.h) */
+            ADD(BLOCK_NAME("self_attn.q_norm.weight"), ly, 1, HS, 0, PLAIT_TP_REPLICATE, 1, 0);
+            ADD(BLOCK_NAME("self_attn.k_norm.weight"), ly, 1, HS, 0, PLAIT_TP_REPLICATE, 1, 0);
+        }
         ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, A, PLAIT_TP_ROW, 1, 0);
         ADD(BLOCK_NAME("post_attention_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
         if (d->moe_first[l] == 0) { /* marked sparse by plait_model_describe */
@@ -288,7 +292,8 @@ static plait_status build_llama(plait_model_desc *d) {
          * 2·KV·HS), the attention's output (A), the residual, each head's
          * log-sum-exp (H), gate, up and SwiGLU's output (3F): as counted
          * where A = C, 4C + 2 with the norms and the residual */
-        const double per_token = (double)(2 * C + 2 * A + 2 + 2 * KV * HS + H + 3 * F);
+        const double per_token = (double)(2 * C + 2 * A + 2 + 2 * KV * HS + H + 3 * F) +
+                                 (d->qk_norm ? (double)((H + KV) * (HS + 1)) : 0.0); /* q, k before their norms */
         d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);
     }
     const int32_t hl = (int32_t)L + 1;
@@ -440,6 +445,7 @@ static plait_status refuse_llama_keys(const plait_config *cfg, const char *arch,
                                              "tie_embeddings",
                                              "qkv_bias",
                                              "head_dim",
+                                             "qk_norm",
                                              NULL};
     for (int i = 0; !is_llama && llama_only[i]; i++) {
         const char *where = NULL;
@@ -508,6 +514,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
                                  .original_max_pos = plait_config_int(cfg, "model", "rope_original_max_pos")};
     d->tied = !is_llama || plait_config_bool(cfg, "model", "tie_embeddings");
     d->qkv_bias = is_llama && plait_config_bool(cfg, "model", "qkv_bias");
+    d->qk_norm = is_llama && plait_config_bool(cfg, "model", "qk_norm");
     const char *rc = plait_config_str(cfg, "model", "recompute");
     d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
                    : strcmp(rc, "selective") == 0 ? PLAIT_RECOMPUTE_SELECTIVE
@@ -518,7 +525,9 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     d->block_size = (int32_t)block_size;
     d->vocab_size = (int32_t)vocab_size;
     d->micro_batch = micro_batch;
-    d->params_per_block = is_llama ? LP_COUNT + (d->qkv_bias ? LP_BIASES : 0) : is_gpt ? BP_COUNT : BP_MLP_COUNT;
+    d->params_per_block = is_llama ? LP_COUNT + (d->qkv_bias ? LP_BIASES : 0) + (d->qk_norm ? LP_QK_NORMS : 0)
+                          : is_gpt ? BP_COUNT
+                                   : BP_MLP_COUNT;
     d->moe = moe;
     size_t max_params = 5 + (size_t)n_layer * (BP_COUNT + MOE_EXPERTS + 2 * MOE_GPT_TENSORS);
     d->moe_first = malloc((size_t)n_layer * sizeof *d->moe_first);
@@ -583,6 +592,12 @@ int64_t plait_model_spec_head_size(const plait_model_spec *s) {
             if (s->params[i].layer == 1 && strstr(s->params[i].name, ".self_attn.q_proj.weight"))
                 return s->params[i].shape[0] / s->n_head;
     return s->n_embd / s->n_head;
+}
+
+int plait_model_spec_qk_norm(const plait_model_spec *s) {
+    for (int32_t i = 0; i < s->n_params && s->params[i].layer <= 1; i++) /* in layer order: block 1's first */
+        if (s->params[i].layer == 1 && strstr(s->params[i].name, ".self_attn.q_norm.weight")) return 1;
+    return 0;
 }
 
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) {

@@ -22,11 +22,14 @@ enum {
 };
 /* Parameters of one Llama block, in Hugging Face's order; with [model]
  * qkv_bias the biases of q, k and v (LP_QB..LP_VB) lie after v's weight,
- * before o's, so the later ones sit LP_BIASES further on
- * (desc_llama_param maps an LP_* value to the block's parameter). */
+ * and with [model] qk_norm the weights of q's and k's norms (LP_QN,
+ * LP_KN) after those, both before o's, so the later ones sit LP_BIASES
+ * and LP_QK_NORMS further on (desc_llama_param maps an LP_* value to the
+ * block's parameter). */
 enum { LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN, LP_COUNT };
-enum { LP_QB = LP_COUNT, LP_KB, LP_VB, LP_ALL };
+enum { LP_QB = LP_COUNT, LP_KB, LP_VB, LP_QN, LP_KN, LP_ALL };
 #define LP_BIASES 3
+#define LP_QK_NORMS 2
 
 /* A sparse block's parameters in place of its MLP's (after ln_2 /
  * post_attention_layernorm), relative to its first: the router and its
@@ -70,6 +73,7 @@ struct plait_model_desc {
     int tied;
     int qkv_bias;    /* llama: q, k and v have biases ([model] qkv_bias) */
     int32_t head_dim; /* llama: the heads' size ([model] head_dim, resolved: never 0) */
+    int qk_norm;      /* llama: each head's q and k through an RMSNorm of its own ([model] qk_norm) */
     double init_std; /* [model] init_std (param_init.c) */
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
@@ -99,11 +103,19 @@ static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int
 }
 
 /* Global index of Llama block `l`'s parameter `lp` (an LP_* value; LP_QB..
- * only with qkv_bias). */
+ * LP_VB only with qkv_bias, LP_QN and LP_KN only with qk_norm). */
 static inline int32_t desc_llama_param(const plait_model_desc *d, int32_t l, int lp) {
-    const int at = lp >= LP_QB ? lp - LP_QB + LP_O : lp >= LP_O && d->qkv_bias ? lp + LP_BIASES : lp;
+    const int biases = d->qkv_bias ? LP_BIASES : 0, norms = d->qk_norm ? LP_QK_NORMS : 0;
+    const int at = lp >= LP_QN   ? lp - LP_QN + LP_O + biases
+                   : lp >= LP_QB ? lp - LP_QB + LP_O
+                   : lp >= LP_O  ? lp + biases + norms
+                                 : lp;
     return d->layers[l + 1].first_param + at;
 }
+
+/* [model] qk_norm: where k's part of a buffer of q's n elements then k's
+ * starts, n rounded up to 32 (a bf16 part stays 64-byte aligned too). */
+static inline int64_t plait_qk_norm_k_at(int64_t n) { return (n + 31) / 32 * 32; }
 
 /* Global flat index (row-major over the unpadded global shape) of local
  * element `local` of `p`'s slice, or -1 if it is padding. */
@@ -131,6 +143,7 @@ int64_t plait_shard_local_len(const plait_param *p);
 typedef struct block_acts_bf16 {
     plait_bf16 *ln1, *qkv, *atty, *ln2, *fch, *fcg;
     plait_bf16 *gu, *swi; /* llama (llama_bf16.c): gate_proj's and up_proj's outputs side by side, SwiGLU's */
+    plait_bf16 *qkn;      /* llama, [model] qk_norm: block_acts.qkn */
 } block_acts_bf16;
 
 typedef struct block_acts {
@@ -141,6 +154,11 @@ typedef struct block_acts {
     float *ln2, *ln2_mean, *ln2_rstd; /* MLP half */
     float *fch, *fcg;                 /* c_fc output, and after GELU; llama: gate_proj's and up_proj's */
     float *swi;                       /* llama: SwiGLU's output, down_proj's input */
+    /* llama, [model] qk_norm: q and k before their norms, every row's q
+     * heads [BT·NHl,HS] then its k heads [BT·NKVl,HS] (bf16 under bf16
+     * activations: bf.qkn), and each head row's reciprocal deviation in
+     * the same order */
+    float *qkn, *qk_rstd;
 } block_acts;
 
 /* Where plait_model.unit holds the k x k identity (16-element aligned),
@@ -189,6 +207,10 @@ typedef struct block_grads {
     /* llama: dfch holds up_proj's output gradient, dgate gate_proj's, dqkv
      * q's, k's and v's before their rotation, [BT,Wq] */
     float *dgate;
+    /* llama, [model] qk_norm: the q and k norms' weight gradients [2,HS],
+     * complete over the tp group, which the input half computes with the
+     * heads' input gradients and the weight half adds */
+    float *dqk_norm;
 } block_grads;
 
 typedef struct model_slot {
@@ -281,6 +303,12 @@ struct plait_model {
     float *qkv_pack;                  /* llama: q's, k's and v's weights (or gradients) stacked [Wq,C] where a
                                        * layout keeps them apart; allocated then (llama_layers.c) */
     float *qkv_bias_pack; /* llama, [model] qkv_bias: their biases (or gradients) stacked [Wq], as qkv_pack */
+    /* llama, [model] qk_norm: the heads' norms' buffers (model_slots.c,
+     * plait_model_qk_norm_scratch): two [BT·NHl,HS] float32, under bf16
+     * activations a third in bf16, then [2,HS] of the norms' weight
+     * gradients */
+    float *qkn_scratch;
+    size_t qkn_scratch_bytes;
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;                     /* d(Σ token losses): 1 / the step's tokens that count */
     float token_scale;                    /* a token's share of the batch, 1 / its tokens: the experts' balancing
@@ -476,7 +504,8 @@ plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer,
 /* Llama block `layer`'s parameters (their data or gradients) into
  * out[LP_ALL], by LP_* value: a sparse block's up to its MLP norm (its
  * experts' are moe.c's), q's, k's and v's biases where [model] qkv_bias
- * gives them (else NULL). */
+ * gives them, q's and k's norms' weights where [model] qk_norm does (else
+ * NULL). */
 plait_status plait_llama_block_tensors(plait_model *m, param_part part, int32_t layer, float **out);
 /* The bf16 copies of a block half's weights (first_bp as above); of the head's. */
 half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp);
@@ -596,6 +625,10 @@ plait_status plait_tp_norm_full_start(plait_model *m, const float *rows, int ove
 plait_status plait_tp_norm_full_end(plait_model *m, tp_pending *p, const float **full);
 norm_grads plait_tp_norm_grads(plait_model *m, float *w, float *b);
 plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_t layer);
+/* The n floats of `d`, a gradient each tp rank computed from its own
+ * heads alone (the q and k norms' weights), summed over the group in
+ * place; `what` names them in an error. */
+plait_status plait_tp_heads_sum(plait_model *m, float *d, size_t n, const char *what, int32_t layer);
 
 /* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. A
  * backward runs `part` of the layer (bwd_part); the weight half reads what
@@ -730,6 +763,8 @@ plait_status plait_moe_bf16_half_backward(plait_model *m, model_slot *s, int32_t
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);
+/* [model] qk_norm's buffers (plait_model.qkn_scratch), likewise. */
+plait_status plait_model_qk_norm_scratch(plait_model *m);
 /* Sequence parallelism's buffers (sp_full, sp_local, sp_wg), likewise. */
 plait_status plait_model_sp_scratch(plait_model *m);
 

@@ -46,12 +46,15 @@ plait_status plait_llama_block_tensors(plait_model *m, param_part part, int32_t 
     const plait_model_desc *d = m->desc;
     const int n = desc_block_sparse(d, layer - 1) ? LP_GATE : LP_COUNT;
     for (int lp = 0; lp < LP_ALL; lp++) out[lp] = NULL;
-    /* the parameters before o's lie one after another; with biases, o's and those after it LP_BIASES on */
+    /* the parameters before o's lie one after another; with biases and q/k norms, o's and those after it
+     * LP_BIASES and LP_QK_NORMS on */
     plait_status st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, 0), LP_O, out);
     if (st == PLAIT_OK)
         st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, LP_O), n - LP_O, out + LP_O);
     if (st == PLAIT_OK && d->qkv_bias)
         st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, LP_QB), LP_BIASES, out + LP_QB);
+    if (st == PLAIT_OK && d->qk_norm)
+        st = plait_model_tensors(m, part, layer, desc_llama_param(d, layer - 1, LP_QN), LP_QK_NORMS, out + LP_QN);
     return st;
 }
 

@@ -156,6 +156,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         STASH_BF16(g->bf.dres2, BT * C);
         STASH_BF16(g->bf.dqkv, BT * m->Wq);
         STASH_BF16(g->bf.dln1, R * C);
+        if (m->desc->qk_norm) STASH(g->dqk_norm, 2 * m->HS);
         return off;
     }
     if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
@@ -166,6 +167,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         STASH(g->dres2, BT * C);
         STASH(g->dqkv, BT * m->Wq);
         STASH(g->dln1, R * C);
+        if (m->desc->qk_norm) STASH(g->dqk_norm, 2 * m->HS);
         return off;
     }
     if (m->bf16) { /* a GPT's (block_grads_bf16); c_fc's and c_attn's outputs as above */
@@ -264,6 +266,10 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP_PRODUCT(ln1, ln_rows * C);
             KEEP(ln1_rstd, R);
             KEEP_PRODUCT(qkv, BT * m->Wq);
+            if (m->desc->qk_norm) { /* q's and k's heads before their norms, and their deviations (qk_norm.c) */
+                KEEP_PRODUCT(qkn, plait_qk_norm_k_at(BT * m->NHl * m->HS) + BT * m->NKVl * m->HS);
+                KEEP(qk_rstd, plait_qk_norm_k_at(BT * m->NHl) + BT * m->NKVl);
+            }
             KEEP(lse, m->B * m->NHl * m->T);
             KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
@@ -437,6 +443,7 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
         plait_status st = recompute_get(m);
         if (st == PLAIT_OK && m->fused_attn) st = plait_model_att_scratch(m);
         if (st == PLAIT_OK && m->sp) st = plait_model_sp_scratch(m);
+        if (st == PLAIT_OK && m->desc->qk_norm) st = plait_model_qk_norm_scratch(m);
         if (st == PLAIT_OK) st = residual_get(m);
         if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
@@ -482,6 +489,18 @@ plait_status plait_model_sp_scratch(plait_model *m) {
     m->sp_wg = m->sp_local + local;
     m->sp_ln = m->sp_wg + align_up((size_t)(2 * m->C));
     m->sp_ln_bf = (plait_bf16 *)(void *)m->sp_ln;
+    return PLAIT_OK;
+}
+
+plait_status plait_model_qk_norm_scratch(plait_model *m) {
+    if (m->qkn_scratch) return PLAIT_OK;
+    /* two float32 [BT·NHl,HS], under bf16 a bf16 one, the weights' gradients [2,HS] (qk_norm.c) */
+    const size_t K = (size_t)plait_qk_norm_k_at(m->B * m->T * m->NHl * m->HS);
+    const size_t n = 2 * K + (m->bf16 ? K / 2 : 0) + align_up((size_t)(2 * m->HS));
+    m->qkn_scratch = plait_device_alloc(n * sizeof(float), "activations");
+    if (!m->qkn_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the q and k norms' buffers");
+    m->qkn_scratch_bytes = n * sizeof(float);
+    m->act_bytes += m->qkn_scratch_bytes;
     return PLAIT_OK;
 }
 

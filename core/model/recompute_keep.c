@@ -46,6 +46,8 @@ static const part parts[] = {
     {F32(lse), G | L, 0},
     {BF16(swi), L, L},
     {offsetof(block_acts, bf.gu), offsetof(block_acts, bf.gu), L, 0},
+    {BF16(qkn), L, 0},
+    {F32(qk_rstd), L, 0},
 };
 
 static unsigned arch_of(const plait_model *m) { return m->desc->is_gpt ? G : m->desc->is_llama ? L : M; }
@@ -71,6 +73,11 @@ static size_t part_elems(const plait_model *m, size_t field) {
     if (field == offsetof(block_acts, bf.gu)) return llama_bf16 ? (size_t)(2 * BT * m->Fl) : 0;
     if ((field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg)) && llama_bf16) return 0;
     if (field == offsetof(block_acts, res2)) return (size_t)(m->R * C);
+    /* [model] qk_norm: q's heads and k's before their norms, and their deviations (qk_norm.c) */
+    if (field == offsetof(block_acts, qkn))
+        return m->desc->qk_norm ? (size_t)(plait_qk_norm_k_at(BT * m->NHl * m->HS) + BT * m->NKVl * m->HS) : 0;
+    if (field == offsetof(block_acts, qk_rstd))
+        return m->desc->qk_norm ? (size_t)(plait_qk_norm_k_at(BT * m->NHl) + BT * m->NKVl) : 0;
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
     if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);

@@ -174,3 +174,10 @@ plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_
     if (g->acc_b) m->k->axpy(g->acc_b, m->sp_wg + C, C, 1.0f);
     return PLAIT_OK;
 }
+
+plait_status plait_tp_heads_sum(plait_model *m, float *d, size_t n, const char *what, int32_t layer) {
+    const plait_tp_ops *tp = m->tp_ops;
+    if (!tp) return PLAIT_OK;
+    plait_status st = tp->reduce_sum(tp->ctx, d, n);
+    return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-reduce", what, layer);
+}

@@ -38,8 +38,9 @@
 #     bit-identical. On a GPU 100 steps; on the emulator 4 steps of
 #     2 sequences of 96 tokens (two attention tiles), windows of 2 steps
 #     (the second deterministic run 2 steps, as gpt's its first window);
-#     and with q, k and v biases ([model] qkv_bias) and head_dim 16, fp32
-#     within 1e-4 and bf16 within 2% of the cpu's curve over those steps.
+#     and with q, k and v biases ([model] qkv_bias), head_dim 16 and q
+#     and k norms ([model] qk_norm), fp32 within 1e-4 and bf16 within 2%
+#     of the cpu's curve over those steps.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -187,16 +188,19 @@ bit_identical dev_low_a dev_low_r "$BIT" ||
   fail "a $DEV $LOW run stopped at step $HALF and resumed from its checkpoint differs from the uninterrupted run"
 if [ "$MODEL" = llama ] && [ "$MODE" != selfcheck ]; then
   # q, k and v biases (Qwen2's, [model] qkv_bias) with heads of their own
-  # size (head_dim 16 where n_embd / n_head is 32): the device's bias
-  # entries in the fp32 and bf16 Llama blocks, against the cpu's curve
+  # size (head_dim 16 where n_embd / n_head is 32) and q and k norms
+  # (Qwen3's, [model] qk_norm): the device's bias entries, and its RMSNorm
+  # and copy_rows on the heads, in the fp32 and bf16 Llama blocks, against
+  # the cpu's curve
   Q=("run.steps=$FPN" run.eval_every=0 "run.ckpt_every=$FPN" run.progress=off "${EXTRA[@]}" model.qkv_bias=true
-    model.head_dim=16)
+    model.head_dim=16 model.qk_norm=true)
   train cpu_qb "${Q[@]}" device.plugin=cpu run.precision=fp32 &
   train dev_qb "${Q[@]}" device.plugin=$DEV run.precision=$FP &
   train dev_qb_low "${Q[@]}" device.plugin=$DEV run.precision=$LOW &
   joined
-  max_rel dev_qb cpu_qb 1e-4 || fail "$DEV $FP with qkv_bias is not within 1e-4 of the cpu loss curve"
-  window_rel dev_qb_low cpu_qb 2e-2 "$WIN" || fail "$DEV $LOW with qkv_bias is not within 2% of the cpu loss curve"
+  max_rel dev_qb cpu_qb 1e-4 || fail "$DEV $FP with qkv_bias and qk_norm is not within 1e-4 of the cpu loss curve"
+  window_rel dev_qb_low cpu_qb 2e-2 "$WIN" ||
+    fail "$DEV $LOW with qkv_bias and qk_norm is not within 2% of the cpu loss curve"
 fi
 if [ -n "$CHUNKS" ]; then
   grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||

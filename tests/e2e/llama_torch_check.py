@@ -1,8 +1,9 @@
 """plait's llama against Hugging Face transformers' LlamaForCausalLM (and
-Qwen2ForCausalLM, plait's llama with [model] qkv_bias, and
-MistralForCausalLM without a sliding window).
+Qwen2ForCausalLM, plait's llama with [model] qkv_bias, Qwen3ForCausalLM,
+plait's llama with [model] qk_norm, and MistralForCausalLM without a
+sliding window).
 
-  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2 | mistral] [headdim]
+  llama_torch_check.py make DIR TOKENS [tied] [llama3] [qwen2 | qwen3 | mistral] [headdim]
       a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 key/value
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
@@ -15,6 +16,8 @@ MistralForCausalLM without a sliding window).
       frequencies alike);
       qwen2: a Qwen2ForCausalLM of the same shape instead (q, k and v
       with biases, drawn as the norms' weights, from U(0.5, 1.5));
+      qwen3: a Qwen3ForCausalLM of the same shape (q and k norms, their
+      weights from U(0.5, 1.5), no biases);
       mistral: a MistralForCausalLM of the same shape (sliding_window
       null: Mistral 7B v0.3's); headdim: heads of 32 (head_dim), not
       hidden_size / num_attention_heads = 16;
@@ -23,7 +26,7 @@ MistralForCausalLM without a sliding window).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
       DIR loaded by AutoModelForCausalLM.from_pretrained, the class its
       config.json names (LlamaForCausalLM, Qwen2ForCausalLM,
-      MistralForCausalLM; nothing missing but a
+      Qwen3ForCausalLM, MistralForCausalLM; nothing missing but a
       tied lm_head, nothing unexpected); its float32 logits on TOKENS equal
       PLAIT_LOGITS within 1e-4 of the largest logit (max |diff| / max
       |logit|, printed).
@@ -46,13 +49,13 @@ import sys
 
 import torch
 from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_check import compare, load, randomize, save  # noqa: E402
 
 
-def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=False, headdim=False):
+def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=False, headdim=False, qwen3=False):
     torch.manual_seed(1234)
     scaling = None
     if llama3:
@@ -64,7 +67,10 @@ def make(out_dir, tokens_path, tied=False, llama3=False, qwen2=False, mistral=Fa
                  eos_token_id=None, pad_token_id=None)
     if headdim:
         shape["head_dim"] = 32
-    if qwen2:
+    if qwen3:  # Qwen3Config's head_dim is 128 where it is not given
+        shape.setdefault("head_dim", 16)
+        model = Qwen3ForCausalLM(Qwen3Config(use_sliding_window=False, attention_bias=False, **shape)).float()
+    elif qwen2:
         model = Qwen2ForCausalLM(Qwen2Config(use_sliding_window=False, **shape)).float()
     elif mistral:
         model = MistralForCausalLM(MistralConfig(sliding_window=None, **shape)).float()
@@ -122,7 +128,7 @@ def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "make":
         return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:], "qwen2" in argv[3:],
-                    "mistral" in argv[3:], "headdim" in argv[3:])
+                    "mistral" in argv[3:], "headdim" in argv[3:], "qwen3" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
     if argv[0] == "rounded":

@@ -326,6 +326,7 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
 [model] head_dim is a key of arch = llama, and this model is arch = gpt|config check $CFG model.head_dim=16
 [model] qkv_bias is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qkv_bias=true
+[model] qk_norm is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qk_norm=true
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 [parallel.dp] grad_compression = bf16 does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.cp=2 optim.plugin=zero1 parallel.dp.grad_compression=bf16
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
@@ -498,6 +499,30 @@ done <<'EOF2'
 qwindow|sed -i 's/"use_sliding_window": false/"use_sliding_window": true/; s/"sliding_window": null/"sliding_window": 16/; s/"max_window_layers": 4/"max_window_layers": 1/' config.json|use_sliding_window = true: the layers from max_window_layers on attend within a sliding window
 qtypes|sed -i 's/"max_window_layers": 4,/"max_window_layers": 4, "layer_types": ["full_attention", "full_attention", "full_attention", "sliding_attention"],/' config.json|layer_types = sliding_attention: a layer's attention is not full (allowed: full_attention)
 EOF2
+# Qwen3 directories ([model] qk_norm): one exported from a plait run with
+# the norms, read by a run without them, and a Llama one by a run with
+# them; a model with both the norms and q, k and v biases, which no
+# Hugging Face class computes, refused at export; a Qwen3 file with a
+# layer under a sliding window
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/qwen3" run.steps=1 run.progress=off model.qk_norm=true >"$W5/qwen3.out" 2>&1 ||
+  fail "qwen3 run: $(tail -n 3 "$W5/qwen3.out")"
+"$PLAIT_BIN" export "$W5/qwen3" --format hf --out "$W5/hf-qwen3" >"$W5/hf-qwen3.out" 2>&1 ||
+  fail "qwen3 export: $(cat "$W5/hf-qwen3.out")"
+grep -q '"model_type": "qwen3"' "$W5/hf-qwen3/config.json" || fail "a qk_norm run not exported as Qwen3"
+refused hf-qwen3-nonorm "a Qwen3 model's heads have q and k norms: give model.qk_norm=true" \
+  "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-qwen3-nonorm" run.steps=1 run.init_from="$W5/hf-qwen3"
+refused hf-llama-qk "the heads of a model of another type have no q and k norms: give model.qk_norm=false" \
+  "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-llama-qk" run.steps=1 run.init_from="$W5/hf" model.qk_norm=true
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/qk-qkv" run.steps=1 run.progress=off model.qk_norm=true \
+  model.qkv_bias=true >"$W5/qk-qkv.out" 2>&1 || fail "qk_norm with qkv_bias: $(tail -n 3 "$W5/qk-qkv.out")"
+refused qk-qkv-export "[model] qk_norm = true with qkv_bias = true, which no Hugging Face class computes" \
+  "$PLAIT_BIN" export "$W5/qk-qkv" --format hf --out "$W5/qk-qkv-hf"
+rm -rf "${W5:?}/q3window"
+cp -r "$W5/hf-qwen3" "$W5/q3window"
+sed -i 's/"use_sliding_window": false/"use_sliding_window": true/; s/"sliding_window": null/"sliding_window": 16/; s/"max_window_layers": 4/"max_window_layers": 1/' \
+  "$W5/q3window/config.json"
+refused hf-q3window "use_sliding_window = true: the layers from max_window_layers on attend within a sliding window" \
+  "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-q3window" run.steps=1 run.init_from="$W5/q3window" model.qk_norm=true
 # doctor and the plugin path: a directory that is not there, a file, a
 # plugin file that is no shared object
 printf 'junk' >"$W5/libplait-optim-junk.so"

@@ -6,8 +6,9 @@
 # within tensor parallelism's tolerance; a run resumes from another
 # layout's checkpoint; sequence parallelism within 1e-6 of tp without it,
 # with dp, pp, ZeRO-3 and recomputation; q, k and v biases ([model]
-# qkv_bias) with heads of their own size ([model] head_dim) under ZeRO-3,
-# pp and tp with sequence parallelism; and a tp
+# qkv_bias) with heads of their own size ([model] head_dim) and q and k
+# norms ([model] qk_norm) under ZeRO-3, pp and tp with sequence
+# parallelism; and a tp
 # that does not divide n_kv_head is refused before step 1 naming it.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
@@ -49,11 +50,12 @@ for p in "tp2 sp2" "tp2pp2 sp2pp2" "tp2zb1 sp2zb1" "tp2z3 sp2z3"; do
   same_losses "$1" "$2" 1e-6
   same_params "$1" "$2" 1e-6
 done
-# q, k and v biases (Qwen2's) and heads of their own size (head_dim 32
-# where n_embd / n_head is 16: q_proj 128 rows for a width of 64): ZeRO-3
-# and pp (zb1) bit-identical to one process, tp with sequence parallelism
-# within tensor parallelism's tolerance
-QB="model.qkv_bias=true model.head_dim=32"
+# q, k and v biases (Qwen2's), heads of their own size (head_dim 32 where
+# n_embd / n_head is 16: q_proj 128 rows for a width of 64) and q and k
+# norms (Qwen3's, whose weights' gradients tp sums over its ranks' heads):
+# ZeRO-3 and pp (zb1) bit-identical to one process, tp with sequence
+# parallelism within tensor parallelism's tolerance
+QB="model.qkv_bias=true model.head_dim=32 model.qk_norm=true"
 # shellcheck disable=SC2086
 train oneqb $D $QB
 # shellcheck disable=SC2086
@@ -67,4 +69,4 @@ same_losses oneqb sp2qb 1e-5
 same_params oneqb sp2qb 1e-4
 train_refused tp4 "[parallel] tp = 4 does not divide [model] n_kv_head = 2" $D parallel.plugin=hybrid \
   parallel.tp=4 "run.out_dir=$E2E_WORK/tp4"
-echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; sequence parallelism within 1e-6 of tp; resume across layouts; qkv_bias and head_dim under ZeRO-3, zb1 and tp with sequence parallelism"
+echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; sequence parallelism within 1e-6 of tp; resume across layouts; qkv_bias, head_dim and qk_norm under ZeRO-3, zb1 and tp with sequence parallelism"

@@ -13,8 +13,10 @@
 # transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
 # plait's logits of it, read with [model] rope_scaling = llama3; and a
 # Qwen2ForCausalLM (q, k and v biases) both ways, read and trained with
-# [model] qkv_bias; Llama's and Qwen2's heads of their own size (head_dim)
-# both ways; and a MistralForCausalLM without a sliding window read.
+# [model] qkv_bias; Llama's, Qwen2's and Qwen3's heads of their own size
+# (head_dim) both ways; a Qwen3ForCausalLM (q and k norms) read with
+# [model] qk_norm, and a model trained with it exported as one; and a
+# MistralForCausalLM without a sliding window read.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
@@ -66,18 +68,29 @@ grep -Eq "rope_(scaling|parameters) = type 'llama3'" "$E2E_WORK/no3.out" || fail
 "$PY" "$CHECK" logits "$E2E_WORK/hfq" "$E2E_WORK/tokensq.safetensors" "$E2E_WORK/plait_hfq.safetensors" ||
   fail "plait's logits of the transformers Qwen2 model differ from transformers'"
 # heads of their own size (head_dim 32 for a width of 64 over 4 heads), a
-# Llama's and a Qwen2's
-for v in headdim:llama qwen2h:qwen2; do
-  "$PY" "$CHECK" make "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" headdim "${v#*:}" \
-    >"$E2E_WORK/make-${v%%:*}.out" 2>&1 || fail "building the transformers $v model: $(tail -n 3 "$E2E_WORK/make-${v%%:*}.out")"
+# Llama's, a Qwen2's and a Qwen3's (q and k norms: [model] qk_norm), and a
+# Qwen3's of hidden_size / num_attention_heads
+for v in headdim:llama qwen2h:qwen2 qwen3h:qwen3 qwen3:qwen3:16; do
+  set -- ${v//:/ }
+  HD=${3:-32}
+  "$PY" "$CHECK" make "$E2E_WORK/hf-$1" "$E2E_WORK/tokens-$1.safetensors" "$2" $([ "$HD" = 32 ] && echo headdim) \
+    >"$E2E_WORK/make-$1.out" 2>&1 || fail "building the transformers $v model: $(tail -n 3 "$E2E_WORK/make-$1.out")"
   Q=
-  [ "${v#*:}" = qwen2 ] && Q=qkv_bias=true
+  [ "$2" = qwen2 ] && Q=qkv_bias=true
+  [ "$2" = qwen3 ] && Q=qk_norm=true
   # shellcheck disable=SC2086
-  "$LOGITS" "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" "$E2E_WORK/plait-${v%%:*}.safetensors" \
-    $SHAPE head_dim=32 $Q || fail "plait's logits of the transformers $v model"
-  "$PY" "$CHECK" logits "$E2E_WORK/hf-${v%%:*}" "$E2E_WORK/tokens-${v%%:*}.safetensors" \
-    "$E2E_WORK/plait-${v%%:*}.safetensors" || fail "plait's logits of the transformers $v model differ from transformers'"
+  "$LOGITS" "$E2E_WORK/hf-$1" "$E2E_WORK/tokens-$1.safetensors" "$E2E_WORK/plait-$1.safetensors" \
+    $SHAPE head_dim=$HD $Q || fail "plait's logits of the transformers $v model"
+  "$PY" "$CHECK" logits "$E2E_WORK/hf-$1" "$E2E_WORK/tokens-$1.safetensors" "$E2E_WORK/plait-$1.safetensors" ||
+    fail "plait's logits of the transformers $v model differ from transformers'"
 done
+# a Qwen3 file read by a run without q and k norms: refused, saying what would load it
+# shellcheck disable=SC2086
+if "$LOGITS" "$E2E_WORK/hf-qwen3h" "$E2E_WORK/tokens-qwen3h.safetensors" "$E2E_WORK/plait-noqk.safetensors" $SHAPE \
+  head_dim=32 >"$E2E_WORK/noqk.out" 2>&1; then
+  fail "a Qwen3 model read by a run without qk_norm"
+fi
+grep -q "give model.qk_norm=true" "$E2E_WORK/noqk.out" || fail "unclear refusal: $(cat "$E2E_WORK/noqk.out")"
 # Mistral (model_type mistral, no sliding window): read as a Llama
 "$PY" "$CHECK" make "$E2E_WORK/hfm" "$E2E_WORK/tokensm.safetensors" mistral >"$E2E_WORK/makem.out" 2>&1 ||
   fail "building the transformers Mistral model: $(tail -n 3 "$E2E_WORK/makem.out")"
@@ -113,6 +126,14 @@ grep -q '"Qwen2ForCausalLM"' "$E2E_WORK/exp_qkv/config.json" || fail "a qkv_bias
   fail "plait's logits of its Qwen2 export"
 "$PY" "$CHECK" logits "$E2E_WORK/exp_qkv" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkv.safetensors" ||
   fail "transformers' logits of plait's Qwen2 export differ from plait's"
+train trained_qkn $D run.steps=5 model.qk_norm=true model.head_dim=32
+"$PLAIT_BIN" export "$E2E_WORK/trained_qkn" --format hf --out "$E2E_WORK/exp_qkn" >/dev/null || fail "export (qk_norm)"
+grep -q '"Qwen3ForCausalLM"' "$E2E_WORK/exp_qkn/config.json" || fail "a qk_norm model not exported as Qwen3ForCausalLM"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/exp_qkn" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkn.safetensors" $SHAPE qk_norm=true \
+  head_dim=32 || fail "plait's logits of its Qwen3 export"
+"$PY" "$CHECK" logits "$E2E_WORK/exp_qkn" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_qkn.safetensors" ||
+  fail "transformers' logits of plait's Qwen3 export differ from plait's"
 # half-size exports: transformers reads them in their dtype, each tensor
 # torch's rounding of the float32 export's, and plait reads them back
 for dt in bf16:bfloat16 fp16:float16; do

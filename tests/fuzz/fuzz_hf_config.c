@@ -5,7 +5,9 @@
  *   bit 0  q, k and v biases (qkv_bias: the file must be Qwen2's);
  *   bit 1  a mixture of experts (the file must be Mixtral's);
  *   bit 2  rope_scaling = llama3;
- *   bit 3  a tied head.
+ *   bit 3  a tied head;
+ *   bit 4  q and k norms (qk_norm: the file must be Qwen3's).
+ * Its heads are 16 wide (head_dim, as hidden_size / num_attention_heads).
  * The rest is the file. Whatever the bytes, the check returns a status,
  * a refusal with a message, and never crashes, leaks or reads out of
  * bounds (ASan/UBSan).
@@ -36,6 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                               .rope_theta = 10000,
                               .tied = (pick & 8) != 0,
                               .qkv_bias = (pick & 1) != 0,
+                              .head_dim = 16,
+                              .qk_norm = (pick & 16) != 0,
                               .rope = {(pick & 4) ? PLAIT_ROPE_SCALING_LLAMA3 : PLAIT_ROPE_SCALING_NONE, 8, 1, 4, 16}};
     if (pick & 2) {
         want.moe_experts = 4;

@@ -6,7 +6,8 @@
  * split bit-identical to one stage; a split backward's halves bit-identical
  * to one pass; selective and full recomputation bit-identical to none;
  * the same with q, k and v biases ([model] qkv_bias) and with heads of
- * their own size ([model] head_dim); and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
+ * their own size ([model] head_dim) and with q and k norms ([model]
+ * qk_norm); and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
  * odd head size) naming the key.
  */
 #include <setjmp.h>
@@ -24,16 +25,17 @@
 #include "runtime/error.h"
 
 /* Set: the models have q, k and v biases ([model] qkv_bias, Qwen2's);
- * heads of their own size ([model] head_dim: 0 = n_embd / n_head). */
-static int g_qkv_bias, g_head_dim;
+ * heads of their own size ([model] head_dim: 0 = n_embd / n_head); q and
+ * k norms ([model] qk_norm, Qwen3's). */
+static int g_qkv_bias, g_head_dim, g_qk_norm;
 
 static char *llama_ini(int kv, int tied) {
     static char buf[512];
     snprintf(buf, sizeof buf,
              "[run]\nseed = 7\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = %d\nn_embd = 16\n"
              "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\ntie_embeddings = %s\n"
-             "qkv_bias = %s\nhead_dim = %d\n",
-             kv, tied ? "true" : "false", g_qkv_bias ? "true" : "false", g_head_dim);
+             "qkv_bias = %s\nhead_dim = %d\nqk_norm = %s\n",
+             kv, tied ? "true" : "false", g_qkv_bias ? "true" : "false", g_head_dim, g_qk_norm ? "true" : "false");
     return buf;
 }
 
@@ -54,6 +56,9 @@ static double mean_loss(harness *h, const int32_t *tok, const int32_t *tgt) {
 static void check_gradients(int kv, int tied) {
     harness h;
     assert_int_equal(harness_init(&h, llama_ini(kv, tied), 2, 1, 0, NULL), 0);
+    for (int32_t i = 0; g_qk_norm && i < h.set.n_params; i++) /* weights other than 1 scale what they normalise */
+        if (strstr(h.params[i].name, ".q_norm.") || strstr(h.params[i].name, ".k_norm."))
+            for (size_t e = 0; e < h.params[i].numel; e++) h.params[i].data[e] = (float)(1.0 + 0.5 * urand());
     const size_t n = (size_t)h.B * (size_t)h.T;
     int32_t tok[16], tgt[16];
     harness_tokens(tok, n, h.V, 1);
@@ -352,6 +357,48 @@ static void test_qkv_bias(void **state) {
     g_qkv_bias = 0;
 }
 
+/* [model] qk_norm (Qwen3's q_norm and k_norm), alone and with heads of
+ * their own size and biases: the gradients against finite differences
+ * (the norms' weights drawn away from their init of 1, so that they
+ * scale what they normalise), threads, a pipeline split, a split backward
+ * and recomputation bit for bit as above; the two weights [head_dim]
+ * each, and the loss depending on both. */
+static void test_qk_norm(void **state) {
+    g_qk_norm = 1;
+    for (int variant = 0; variant < 2; variant++) {
+        g_head_dim = variant ? 8 : 0;
+        g_qkv_bias = variant;
+        check_gradients(2, 0);
+        check_gradients(1, 1);
+        check_gradients(4, 0);
+        assert_int_equal(harness_threads_agree(llama_ini(2, 0), 3), 0);
+        test_pipeline_split(state);
+        check_split(0);
+        check_recompute("full", 0);
+        check_recompute("selective", 1);
+        check_qkv_apart(variant);
+    }
+    harness h;
+    assert_int_equal(harness_init(&h, llama_ini(2, 0), 2, 1, 0, NULL), 0);
+    const char *names[] = {"model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"};
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, 16, h.V, 13);
+    harness_tokens(tgt, 16, h.V, 14);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    for (int i = 0; i < 2; i++) {
+        const plait_param *w = harness_param(&h, names[i]);
+        assert_non_null(w);
+        assert_int_equal(w->ndim, 1);
+        assert_int_equal(w->shape[0], 8);
+        double sum = 0;
+        for (size_t e = 0; e < w->numel; e++) sum += fabs((double)w->grad[e]);
+        assert_true(sum > 0); /* the loss depends on it */
+    }
+    harness_free(&h);
+    g_qk_norm = g_qkv_bias = g_head_dim = 0;
+}
+
 /* [model] head_dim of 8 where n_embd / n_head is 4 (q_proj 32 rows for a
  * width of 16, o_proj reading 32), without and with q, k and v biases:
  * the gradients against finite differences, threads, a pipeline split,
@@ -420,7 +467,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_recompute),      cmocka_unit_test(test_qkv_apart),
         cmocka_unit_test(test_qkv_bias),       cmocka_unit_test(test_head_dim),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_qk_norm),        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,8 +9,10 @@
  * the float32 gradients lie apart as where they lie side by side, under
  * selective and full recomputation gives the bits of none in less
  * memory, split in two halves the bits of one pass, holds its blocks'
- * activations in less memory, and falls back to float32 activations (the
- * float32 model's numbers) where the table lacks the entries.
+ * activations in less memory, does all of that with q, k and v biases
+ * ([model] qkv_bias) and with q and k norms ([model] qk_norm), and falls
+ * back to float32 activations (the float32 model's numbers) where the
+ * table lacks the entries.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,6 +225,32 @@ static void test_split_backward(void **state) {
     }
 }
 
+/* A variant of the model (`ini`, named `what`) in bf16: within the bounds
+ * above of its float32 trace, tensor by tensor; recompute full, and none
+ * and selective each split in two halves, give the bits of one pass
+ * without recomputation. */
+static void check_variant(const char *ini, const char *what) {
+    harness_trace f32, bf;
+    trace_on(ini, bf16_table(), 0, 0, &f32);
+    trace_on(ini, bf16_table(), 1, 0, &bf);
+    assert_true(bf.bf16);
+    within_bounds(ini, what, &bf, &f32);
+    char other_ini[600];
+    for (int mode = 0; mode < 3; mode++) {
+        snprintf(other_ini, sizeof other_ini, "%s%s", ini,
+                 mode == 0   ? ""
+                 : mode == 1 ? "recompute = full\n"
+                             : "recompute = selective\n");
+        harness_trace other;
+        trace_on(other_ini, bf16_table(), 1, mode != 1, &other); /* none and selective split in halves */
+        assert_memory_equal(other.loss, bf.loss, sizeof(double) * STEPS * SLOTS);
+        assert_memory_equal(other.grads, bf.grads, sizeof(float) * STEPS * bf.numel);
+        harness_trace_free(&other);
+    }
+    harness_trace_free(&f32);
+    harness_trace_free(&bf);
+}
+
 /* [model] qkv_bias (Qwen2's q, k and v biases) in bf16: the products add
  * the biases' bf16 copies, their gradients come from the same output
  * gradient as the weights': trains as float32 does within the bounds
@@ -237,28 +265,25 @@ static void test_qkv_bias(void **state) {
         LLAMA_INI "qkv_bias = true\nhead_dim = 32\n",
         "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 1\nn_embd = 16\n"
         "ffn_hidden = 40\nblock_size = 32\nvocab_size = 100\nqkv_bias = true\n"};
-    for (int i = 0; i < 2; i++) {
-        harness_trace f32, bf;
-        trace_on(inis[i], bf16_table(), 0, 0, &f32);
-        trace_on(inis[i], bf16_table(), 1, 0, &bf);
-        assert_true(bf.bf16);
-        within_bounds(inis[i], i ? "llama with qkv biases, 4-element key/value heads" : "llama with qkv biases", &bf,
-                      &f32);
-        char ini[600];
-        for (int mode = 0; mode < 3; mode++) {
-            snprintf(ini, sizeof ini, "%s%s", inis[i],
-                     mode == 0   ? ""
-                     : mode == 1 ? "recompute = full\n"
-                                 : "recompute = selective\n");
-            harness_trace other;
-            trace_on(ini, bf16_table(), 1, mode != 1, &other); /* none and selective split in halves */
-            assert_memory_equal(other.loss, bf.loss, sizeof(double) * STEPS * SLOTS);
-            assert_memory_equal(other.grads, bf.grads, sizeof(float) * STEPS * bf.numel);
-            harness_trace_free(&other);
-        }
-        harness_trace_free(&f32);
-        harness_trace_free(&bf);
-    }
+    check_variant(inis[0], "llama with qkv biases");
+    check_variant(inis[1], "llama with qkv biases, 4-element key/value heads");
+}
+
+/* [model] qk_norm (Qwen3's q and k norms) in bf16: the heads widened for
+ * their float32 RMSNorm and rounded once after it, its gradient the same
+ * way: trains as float32 does within the bounds above, tensor by tensor
+ * (the norms' weights among them), on llama-tiny's shape and on one whose
+ * q heads end off a 32-element boundary (k's part then starts rounded up:
+ * heads of 6, 5 tokens, with q, k and v biases); recomputation and a
+ * split backward give the bits of one pass without recomputation. */
+static void test_qk_norm(void **state) {
+    (void)state;
+    static const char *const inis[2] = {
+        LLAMA_INI "qk_norm = true\n",
+        "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 24\n"
+        "ffn_hidden = 40\nblock_size = 5\nvocab_size = 100\nqkv_bias = true\nqk_norm = true\n"};
+    check_variant(inis[0], "llama with q and k norms");
+    check_variant(inis[1], "llama with q and k norms, heads of 6");
 }
 
 /* Where a piece is missing the model keeps float32 activations, with the
@@ -280,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_trains_as_float32), cmocka_unit_test(test_gradients_apart),
         cmocka_unit_test(test_recompute),         cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_qkv_bias),          cmocka_unit_test(test_granted_only_where_whole),
+        cmocka_unit_test(test_qk_norm),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kref_bf16_release();

@@ -16,7 +16,10 @@
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
  * model grants them, float32 otherwise; the llama arch's bf16 blocks
  * under tp 2 with sequence parallelism, tp 2 with full recomputation,
- * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2; a
+ * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2; q and
+ * k norms ([model] qk_norm: the heads before their norms, the norms'
+ * buffers and the split backward's stash of their gradients) in float32 at
+ * tp 2, pp 2 zb1 and pp 2 zb1 full, in bf16 at tp 2 full and pp 2 zb1; a
  * bf16 residual stream in one process, at pp 2 (interleaved too) and under tp 2 with
  * sequence parallelism),
  * the prediction `plait config
@@ -118,9 +121,9 @@ static const layout layouts[] = {
       "data.micro_batch=1", "optim.plugin=zero1", NULL},
      0,
      0},
-    {"cpu llama pp2 zb1",
+    {"cpu llama pp2 zb1 qk_norm",
      {"device.plugin=cpu", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104", "parallel.pp=2",
-      "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+      "parallel.pp.schedule=zb1", "data.micro_batch=1", "model.qk_norm=true", NULL},
      0,
      0},
     {"cpu llama pp2 1f1b selective",
@@ -128,13 +131,14 @@ static const layout layouts[] = {
       "model.recompute=selective", NULL},
      0,
      0},
-    {"cpu llama pp2 zb1 full",
+    {"cpu llama pp2 zb1 full qk_norm",
      {"device.plugin=cpu", "model.arch=llama", "model.ffn_hidden=104", "parallel.pp=2", "parallel.pp.schedule=zb1",
-      "data.micro_batch=1", "model.recompute=full", NULL},
+      "data.micro_batch=1", "model.recompute=full", "model.qk_norm=true", NULL},
      0,
      0},
-    {"cpu llama tp2",
-     {"device.plugin=cpu", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104", "parallel.tp=2", NULL},
+    {"cpu llama tp2 qk_norm",
+     {"device.plugin=cpu", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104", "parallel.tp=2",
+      "model.qk_norm=true", NULL},
      0,
      0},
     {"cpu llama dp2 zero3",
@@ -307,14 +311,14 @@ static const layout layouts[] = {
       "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
      1,
      1},
-    {"cuda_emu llama bf16 tp2 full",
+    {"cuda_emu llama bf16 tp2 full qk_norm",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.tp=2",
-      "model.recompute=full", NULL},
+      "model.recompute=full", "model.qk_norm=true", NULL},
      1,
      1},
-    {"cuda_emu llama bf16 pp2 zb1",
+    {"cuda_emu llama bf16 pp2 zb1 qk_norm",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.pp=2",
-      "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+      "parallel.pp.schedule=zb1", "data.micro_batch=1", "model.qk_norm=true", NULL},
      1,
      1},
     {"cuda_emu llama bf16 pp2 selective",
