@@ -80,6 +80,12 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
     return PLAIT_OK;
 }
 
+plait_hf_experts plait_llama_hf_experts(const plait_llama_shape *s) {
+    return s->moe_experts == 0 ? PLAIT_HF_EXPERTS_NONE
+           : s->qk_norm        ? PLAIT_HF_EXPERTS_QWEN3_MOE
+                               : PLAIT_HF_EXPERTS_MIXTRAL;
+}
+
 plait_status plait_llama_hf_class_ok(const plait_llama_shape *s, const char *where) {
     const char *key = NULL, *allowed = NULL;
     char value[32];
@@ -92,31 +98,36 @@ plait_status plait_llama_hf_class_ok(const plait_llama_shape *s, const char *whe
                                    where);
         return PLAIT_OK;
     }
-    if (s->moe_every != 1) {
+    /* Qwen3-MoE (q and k norms) takes any top k (its norm_topk_prob says
+     * whether the chosen scores are renormalised: plait's rule, k > 1) and
+     * any moe_every (its decoder_sparse_step); Mixtral neither */
+    const int qwen3 = s->qk_norm;
+    const char *cls = qwen3 ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM";
+    if (!qwen3 && s->moe_every != 1) {
         key = "moe_every", allowed = "1: Mixtral's every block is sparse";
         snprintf(value, sizeof value, "%lld", s->moe_every);
     } else if (s->moe_shared != 0) {
-        key = "moe_shared_experts", allowed = "0: Mixtral has no shared experts";
+        key = "moe_shared_experts", allowed = qwen3 ? "0: Qwen3-MoE has no shared experts"
+                                                    : "0: Mixtral has no shared "
+                                                      "experts";
         snprintf(value, sizeof value, "%lld", s->moe_shared);
     } else if (s->moe_sigmoid) {
-        key = "moe_router", allowed = "softmax, Mixtral's";
+        key = "moe_router", allowed = qwen3 ? "softmax, Qwen3-MoE's" : "softmax, Mixtral's";
         snprintf(value, sizeof value, "sigmoid");
     } else if (s->qkv_bias) {
-        key = "qkv_bias", allowed = "false: Mixtral's q, k and v projections have no biases";
+        key = "qkv_bias", allowed = qwen3 ? "false: Qwen3-MoE's attention_bias biases o_proj too"
+                                          : "false: Mixtral's q, k and v projections have no biases";
         snprintf(value, sizeof value, "true");
-    } else if (s->qk_norm) {
-        key = "qk_norm", allowed = "false: Mixtral's heads have no q and k norms";
-        snprintf(value, sizeof value, "true");
-    } else if (s->moe_top_k < 2) {
+    } else if (!qwen3 && s->moe_top_k < 2) {
         key = "moe_top_k", allowed = "2 or more: Mixtral renormalises the chosen scores to sum to 1, which with "
                                      "k = 1 gives a gate of 1 where plait's gate is the score itself";
         snprintf(value, sizeof value, "%lld", s->moe_top_k);
     }
     if (!key) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "%s: a mixture of experts with [model] %s = %s, which Hugging Face's MixtralForCausalLM "
-                           "does not compute (allowed: %s)",
-                           where, key, value, allowed);
+                           "%s: a mixture of experts with [model] %s = %s, which Hugging Face's %s does not compute "
+                           "(allowed: %s)",
+                           where, key, value, cls, allowed);
 }
 
 /* The shortest %g text that reads back as v: 1e-05, not
@@ -405,38 +416,34 @@ static plait_status check_rope(const char *path, const plait_json *root, const p
 }
 
 /* The Hugging Face class a shape reads as, and its config class's
- * defaults for the keys a file may leave out (Llama 2 7B's, Qwen2 7B's
- * (transformers' Qwen2Config), Mixtral 8x7B's). */
+ * defaults for the keys a file may leave out (transformers' config
+ * classes: Llama 2 7B's, Qwen2 7B's, Qwen3 8B's, Mistral 7B's, Mixtral
+ * 8x7B's, Qwen3-MoE's). */
 typedef struct hf_class {
     const char *model_type, *name, *cls;
-    double kv_heads, ffn, vocab, eps, theta, positions; /* kv_heads 0: num_attention_heads */
-    double head_dim;                                    /* 0: hidden_size / num_attention_heads */
+    double hidden, layers, kv_heads, ffn, vocab, eps, theta, positions; /* kv_heads 0: num_attention_heads */
+    double head_dim;                                                    /* 0: hidden_size / num_attention_heads */
     int windowed; /* Qwen's: sliding_window counts only under use_sliding_window (check_qwen_window) */
 } hf_class;
 
-static const hf_class hf_llama = {"llama", "Llama", " (LlamaConfig's default: the file leaves it out)",
-                                  0,       11008,   32000,
-                                  1e-6,    10000,   2048,
-                                  0,       0};
-static const hf_class hf_qwen2 = {"qwen2", "Qwen2", " (Qwen2Config's default: the file leaves it out)",
-                                  32,      22016,   151936,
-                                  1e-6,    10000,   32768,
-                                  0,       1};
-static const hf_class hf_qwen3 = {"qwen3", "Qwen3", " (Qwen3Config's default: the file leaves it out)",
-                                  32,      22016,   151936,
-                                  1e-6,    10000,   32768,
-                                  128,     1};
-static const hf_class hf_mistral = {"mistral", "Mistral", " (MistralConfig's default: the file leaves it out)",
-                                    8,         14336,     32000,
-                                    1e-6,      10000,     4096 * 32,
-                                    0,         0};
-static const hf_class hf_mixtral = {"mixtral", "Mixtral", " (MixtralConfig's default: the file leaves it out)",
-                                    8,         14336,     32000,
-                                    1e-5,      1e6,       4096 * 32,
-                                    0,         0};
+#define LEFT_OUT(cls) " (" cls "'s default: the file leaves it out)"
+static const hf_class hf_llama = {
+    "llama", "Llama", LEFT_OUT("LlamaConfig"), 4096, 32, 0, 11008, 32000, 1e-6, 10000, 2048, 0, 0};
+static const hf_class hf_qwen2 = {
+    "qwen2", "Qwen2", LEFT_OUT("Qwen2Config"), 4096, 32, 32, 22016, 151936, 1e-6, 10000, 32768, 0, 1};
+static const hf_class hf_qwen3 = {
+    "qwen3", "Qwen3", LEFT_OUT("Qwen3Config"), 4096, 32, 32, 22016, 151936, 1e-6, 10000, 32768, 128, 1};
+static const hf_class hf_mistral = {
+    "mistral", "Mistral", LEFT_OUT("MistralConfig"), 4096, 32, 8, 14336, 32000, 1e-6, 10000, 4096 * 32, 0, 0};
+static const hf_class hf_mixtral = {
+    "mixtral", "Mixtral", LEFT_OUT("MixtralConfig"), 4096, 32, 8, 14336, 32000, 1e-5, 1e6, 4096 * 32, 0, 0};
+static const hf_class hf_qwen3_moe = {
+    "qwen3_moe", "Qwen3-MoE", LEFT_OUT("Qwen3MoeConfig"), 2048, 24, 4, 6144, 151936, 1e-6, 10000, 32768, 0, 1};
+#undef LEFT_OUT
 
 static const hf_class *class_of(const plait_llama_shape *s) {
-    return s->moe_experts > 0 ? &hf_mixtral : s->qk_norm ? &hf_qwen3 : s->qkv_bias ? &hf_qwen2 : &hf_llama;
+    if (s->moe_experts > 0) return s->qk_norm ? &hf_qwen3_moe : &hf_mixtral;
+    return s->qk_norm ? &hf_qwen3 : s->qkv_bias ? &hf_qwen2 : &hf_llama;
 }
 
 /* The file is of class hc: a Qwen file's sliding_window counts only
@@ -499,6 +506,48 @@ static plait_status check_mixtral(const char *path, const plait_json *root, cons
     return st;
 }
 
+/* A mixture of experts against Qwen3-MoE's config.json: the experts, the
+ * top k, an expert's width (moe_intermediate_size) and the sparse blocks
+ * (decoder_sparse_step, and no mlp_only_layers) are the run's, the chosen
+ * scores renormalised as plait does (norm_topk_prob: for a top k above
+ * 1), and where a block is dense its width (intermediate_size). */
+static plait_status check_qwen3_moe(const char *path, const plait_json *root, const plait_llama_shape *want) {
+    const char *cls = hf_qwen3_moe.cls;
+    /* Qwen's files name the experts num_experts, transformers 5's
+     * save_pretrained num_local_experts (its attribute_map) */
+    const char *experts = plait_json_get(root, "num_experts") || !plait_json_get(root, "num_local_experts")
+                              ? "num_experts"
+                              : "num_local_experts";
+    plait_status st = same_number(path, root, experts, 128, (double)want->moe_experts, "moe_experts", cls);
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "num_experts_per_tok", 8, (double)want->moe_top_k, "moe_top_k", cls);
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "moe_intermediate_size", 768, (double)want->moe_ffn_hidden, "moe_ffn_hidden", cls);
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "decoder_sparse_step", 1, (double)want->moe_every, "moe_every", cls);
+    if (st == PLAIT_OK && want->moe_every > 1) /* a dense block between the sparse ones */
+        st = same_number(path, root, "intermediate_size", hf_qwen3_moe.ffn, (double)want->ffn_hidden, "ffn_hidden",
+                         cls);
+    if (st != PLAIT_OK) return st;
+    const plait_json *only = plait_json_get(root, "mlp_only_layers");
+    if (only && only->type != PLAIT_JSON_NULL && (only->type != PLAIT_JSON_ARRAY || only->child))
+        return refuse_feature(path, "mlp_only_layers", "a list of layers",
+                              "those layers' MLPs are dense where decoder_sparse_step would make them sparse "
+                              "(allowed: [] or null)");
+    const plait_json *norm = plait_json_get(root, "norm_topk_prob");
+    if (norm && norm->type != PLAIT_JSON_BOOL && norm->type != PLAIT_JSON_NULL)
+        return not_a(path, "norm_topk_prob", "true or false");
+    const int renorm = norm && norm->type == PLAIT_JSON_BOOL && norm->num;
+    if (renorm != (want->moe_top_k > 1))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: norm_topk_prob = %s%s with num_experts_per_tok = %lld: plait renormalises "
+                               "the chosen scores for a top k above 1 and keeps the score itself for 1, so it "
+                               "computes the file's model only with norm_topk_prob = %s",
+                               path, renorm ? "true" : "false", norm ? "" : cls, want->moe_top_k,
+                               want->moe_top_k > 1 ? "true" : "false");
+    return PLAIT_OK;
+}
+
 /* model_type: the run's class (a Llama run reads a Mistral file too: the
  * same model where no layer attends within a sliding window; *hc then
  * Mistral's, for its defaults); what would load a file of another. */
@@ -524,14 +573,20 @@ static plait_status check_type(const char *path, const plait_json *root, const h
                "the file leaves it out)";
     else if (want == &hf_qwen3 && strcmp(name, "qwen3") != 0)
         hint = "; the heads of a model of another type have no q and k norms: give model.qk_norm=false";
+    else if (want != &hf_qwen3_moe && !strcmp(name, "qwen3_moe"))
+        hint = "; a Qwen3-MoE model needs model.qk_norm=true, and model.moe_experts, moe_top_k, moe_ffn_hidden and "
+               "moe_every as its num_experts, num_experts_per_tok, moe_intermediate_size and decoder_sparse_step";
+    else if (want == &hf_qwen3_moe && !strcmp(name, "mixtral"))
+        hint = "; a Mixtral model's heads have no q and k norms: give model.qk_norm=false";
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: model_type = %s: [model] arch = llama%s reads Hugging Face %s models "
                            "(model_type %s)%s",
                            path, name,
-                           want == &hf_mixtral ? " with moe_experts > 0"
-                           : want == &hf_qwen3 ? " with qk_norm = true"
-                           : want == &hf_qwen2 ? " with qkv_bias = true"
-                                               : "",
+                           want == &hf_mixtral     ? " with moe_experts > 0"
+                           : want == &hf_qwen3_moe ? " with moe_experts > 0 and qk_norm = true"
+                           : want == &hf_qwen3     ? " with qk_norm = true"
+                           : want == &hf_qwen2     ? " with qkv_bias = true"
+                                                   : "",
                            want->name, want == &hf_llama ? "llama or mistral" : want->model_type, hint);
 }
 
@@ -566,12 +621,12 @@ static plait_status check_config(const char *path, const plait_json *root, const
     plait_status cst = plait_llama_hf_class_ok(want, "[model]");
     if (cst != PLAIT_OK) return cst;
     const hf_class *hc = class_of(want);
-    const int moe = hc == &hf_mixtral;
+    const int moe = want->moe_experts > 0;
     plait_status tst = check_type(path, root, &hc);
     if (tst != PLAIT_OK) return tst;
     const char *cls = hc->cls;
     /* a key left out takes its class's default */
-    double heads = 32;
+    double heads = 32; /* every class's default */
     number(root, "num_attention_heads", &heads);
     double rope_theta = 10000;
     const plait_json *params = plait_json_get(root, "rope_parameters");
@@ -581,8 +636,8 @@ static plait_status check_config(const char *path, const plait_json *root, const
         double dflt, want;
         const char *ours;
     } num[] = {
-        {"hidden_size", 4096, (double)want->n_embd, "n_embd"},
-        {"num_hidden_layers", 32, (double)want->n_layer, "n_layer"},
+        {"hidden_size", hc->hidden, (double)want->n_embd, "n_embd"},
+        {"num_hidden_layers", hc->layers, (double)want->n_layer, "n_layer"},
         {"num_attention_heads", 32, (double)want->n_head, "n_head"},
         {"num_key_value_heads", hc->kv_heads > 0 ? hc->kv_heads : heads, (double)want->n_kv_head, "n_kv_head"},
         {"intermediate_size", hc->ffn, (double)want->ffn_hidden, "ffn_hidden"},
@@ -597,13 +652,14 @@ static plait_status check_config(const char *path, const plait_json *root, const
             from = params;
             key = "rope_theta";
         }
-        /* Mixtral's intermediate_size is an expert's width: check_mixtral's */
+        /* Mixtral's intermediate_size is an expert's width, Qwen3-MoE's a
+         * dense block's: check_mixtral's, check_qwen3_moe's */
         if (moe && !strcmp(key, "intermediate_size")) continue;
         plait_status st = same_number(path, from, key, num[i].dflt, num[i].want, num[i].ours, cls);
         if (st != PLAIT_OK) return st;
     }
     if (moe) {
-        plait_status st = check_mixtral(path, root, want);
+        plait_status st = hc == &hf_qwen3_moe ? check_qwen3_moe(path, root, want) : check_mixtral(path, root, want);
         if (st != PLAIT_OK) return st;
     }
     const plait_json *tie = plait_json_get(root, "tie_word_embeddings");
@@ -671,7 +727,7 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
     if (eot >= 0) snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", eot, eot);
     /* the training coefficients (router_aux_loss_coef) are left out: the
      * model computes the same without them */
-    if (s->moe_experts > 0)
+    if (s->moe_experts > 0 && !s->qk_norm)
         return snprintf(buf, cap,
                         "{\n  \"architectures\": [\"MixtralForCausalLM\"],\n  \"model_type\": \"mixtral\",\n"
                         "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
@@ -686,6 +742,25 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                         s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->head_dim,
                         s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos,
                         torch_dtype);
+    /* Qwen3-MoE: q and k norms, the experts, no biases, no sliding window;
+     * the training coefficients (router_aux_loss_coef) left out */
+    if (s->moe_experts > 0 && s->qk_norm)
+        return snprintf(
+            buf, cap,
+            "{\n  \"architectures\": [\"Qwen3MoeForCausalLM\"],\n  \"model_type\": \"qwen3_moe\",\n"
+            "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+            "  \"moe_intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+            "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n  \"decoder_sparse_step\": %lld,\n"
+            "  \"mlp_only_layers\": [],\n  \"norm_topk_prob\": %s,\n  \"output_router_logits\": false,\n"
+            "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+            "  \"rope_scaling\": %s,\n  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
+            "  \"sliding_window\": null,\n  \"max_window_layers\": %lld,\n  \"attention_dropout\": 0.0,\n"
+            "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n"
+            "%s  \"torch_dtype\": \"%s\"\n}\n",
+            s->vocab_size, s->n_embd, s->ffn_hidden, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
+            s->head_dim, s->moe_experts, s->moe_top_k, s->moe_every, s->moe_top_k > 1 ? "true" : "false", s->block_size,
+            eps, theta, rope, s->n_layer, s->tied ? "true" : "false", eos, torch_dtype);
     /* Qwen3: q and k norms, no biases (attention_bias would put one on
      * o_proj too), no sliding window on any layer */
     if (s->qk_norm)

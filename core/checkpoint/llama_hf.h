@@ -20,6 +20,7 @@
 #include <plait/model.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_experts.h"
 #include "config/config.h"
 #include "model/rope_freq.h"
 
@@ -71,15 +72,21 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
 int plait_llama_key_recorded(const plait_llama_shape *s, size_t i);
 
 /* Whether `s` is a model a Hugging Face class computes. A mixture of
- * experts must be MixtralForCausalLM's: every block sparse (moe_every 1),
- * no shared experts, a softmax router, a top k of at least 2 (Mixtral
- * renormalises the k chosen scores, plait's k = 1 keeps the score itself),
- * no q, k and v biases and no q and k norms. A dense model with q and k
- * norms is Qwen3ForCausalLM's, whose attention_bias puts a bias on o_proj
- * too: it has no q, k and v biases. `where` names the model in the
- * message (a checkpoint's directory, "[model]"). PLAIT_ERR_INVALID_CONFIG
- * naming the key, its value and what is allowed. */
+ * experts with q and k norms must be Qwen3MoeForCausalLM's: no shared
+ * experts, a softmax router, no q, k and v biases (its attention_bias
+ * would bias o_proj too); any top k (norm_topk_prob: renormalised for k >
+ * 1, as plait does) and any moe_every (decoder_sparse_step). One without
+ * must be MixtralForCausalLM's: besides, every block sparse (moe_every 1)
+ * and a top k of at least 2 (Mixtral renormalises the k chosen scores,
+ * plait's k = 1 keeps the score itself). A dense model with q and k norms
+ * is Qwen3ForCausalLM's, which has no q, k and v biases either. `where`
+ * names the model in the message (a checkpoint's directory, "[model]").
+ * PLAIT_ERR_INVALID_CONFIG naming the key, its value and what is allowed. */
 plait_status plait_llama_hf_class_ok(const plait_llama_shape *s, const char *where);
+
+/* Whose expert names a mixture of experts `s` has on Hugging Face's side:
+ * Qwen3-MoE's with q and k norms, else Mixtral's; NONE for a dense model. */
+plait_hf_experts plait_llama_hf_experts(const plait_llama_shape *s);
 
 /* The shape a llama checkpoint records. PLAIT_ERR_PROTOCOL naming the
  * checkpoint and the key when one is missing or malformed (a checkpoint of

@@ -17,7 +17,7 @@
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_index.h"
 #include "checkpoint/llama_hf.h"
-#include "checkpoint/mixtral_names.h"
+#include "checkpoint/hf_experts.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 
@@ -48,7 +48,8 @@ static plait_status read_shape(const plait_ckpt *ck, plait_export_format format,
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "%s: a mixture of experts (moe_experts = %s) of [model] arch = %s: --format hf and "
                                "nanogpt describe dense GPTs (allowed: a llama mixture of experts, exported with "
-                               "--format hf as Hugging Face's MixtralForCausalLM); sample it with plait sample",
+                               "--format hf as Hugging Face's MixtralForCausalLM or Qwen3MoeForCausalLM); sample it "
+                               "with plait sample",
                                plait_ckpt_dir(ck), experts, arch ? arch : "(unrecorded)");
     if (m->llama && format != PLAIT_EXPORT_HF)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -209,45 +210,48 @@ static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t 
 }
 
 /* Declare tensor `t` of a llama checkpoint under its Hugging Face name:
- * its own, or with experts (`mixtral`) Mixtral's (mixtral_names.h): a
- * stacked expert tensor as one tensor an expert, no expert_bias. */
-static plait_status declare_llama(plait_st_writer *w, const plait_st_tensor *t, int mixtral) {
+ * its own, or with experts `family`'s (hf_experts.h): a stacked expert
+ * tensor as one tensor an expert, no expert_bias. */
+static plait_status declare_llama(plait_st_writer *w, const plait_st_tensor *t, plait_hf_experts family) {
     char name[512];
-    const plait_mixtral_kind kind = mixtral ? plait_mixtral_to_hf(t->name, 0, name, sizeof name) : PLAIT_MIXTRAL_NONE;
-    if (kind == PLAIT_MIXTRAL_BIAS) return PLAIT_OK;
-    if (kind != PLAIT_MIXTRAL_EXPERT) return plait_st_writer_declare(w, kind ? name : t->name, t->ndim, t->shape);
+    const plait_expert_name kind = family ? plait_hf_experts_to_hf(family, t->name, 0, name, sizeof name)
+                                          : PLAIT_EXPERT_NAME_NONE;
+    if (kind == PLAIT_EXPERT_NAME_BIAS) return PLAIT_OK;
+    if (kind != PLAIT_EXPERT_NAME_EXPERT) return plait_st_writer_declare(w, kind ? name : t->name, t->ndim, t->shape);
     plait_status st = PLAIT_OK;
     for (int64_t e = 0; st == PLAIT_OK && e < t->shape[0]; e++) {
-        plait_mixtral_to_hf(t->name, (long long)e, name, sizeof name);
+        plait_hf_experts_to_hf(family, t->name, (long long)e, name, sizeof name);
         st = plait_st_writer_declare(w, name, 2, t->shape + 1);
     }
     return st;
 }
 
-/* Tensor i of a Mixtral export (declare_llama's names): the router
- * renamed, each expert's slice of a stacked tensor under its own name, the
- * expert_bias only checked to be zero (Mixtral's router has none: a bias
- * that steered the choice would route otherwise there). */
-static plait_status put_mixtral(plait_st_writer *w, const plait_ckpt *ck, size_t i, plait_export_memory *mem) {
+/* Tensor i of a mixture of experts' export (declare_llama's names, of
+ * `family`): the router renamed, each expert's slice of a stacked tensor
+ * under its own name, the expert_bias only checked to be zero (neither
+ * family's router has one: a bias that steered the choice would route
+ * otherwise there). */
+static plait_status put_experts(plait_st_writer *w, const plait_ckpt *ck, size_t i, plait_hf_experts family,
+                                plait_export_memory *mem) {
     plait_st_tensor t;
     float *owned;
     char name[512];
     plait_status st = model_tensor(ck, i, 0, &t, &owned);
-    const plait_mixtral_kind kind = st == PLAIT_OK ? plait_mixtral_to_hf(t.name, 0, name, sizeof name) : 0;
-    if (st != PLAIT_OK || kind == PLAIT_MIXTRAL_NONE || kind == PLAIT_MIXTRAL_ROUTER)
+    const plait_expert_name kind = st == PLAIT_OK ? plait_hf_experts_to_hf(family, t.name, 0, name, sizeof name) : 0;
+    if (st != PLAIT_OK || kind == PLAIT_EXPERT_NAME_NONE || kind == PLAIT_EXPERT_NAME_ROUTER)
         return st == PLAIT_OK ? put_tensor(w, ck, i, kind ? name : NULL, 0, mem) : st;
     st = model_tensor(ck, i, 1, &t, &owned);
-    for (size_t k = 0; st == PLAIT_OK && kind == PLAIT_MIXTRAL_BIAS && k < t.numel; k++)
+    for (size_t k = 0; st == PLAIT_OK && kind == PLAIT_EXPERT_NAME_BIAS && k < t.numel; k++)
         if (t.data[k] != 0)
             st = plait_set_error(PLAIT_ERR_INVALID_ARG,
                                  "%s: '%s' is %g for expert %zu, not 0: the bias balancing ([model] moe_bias_rate) "
-                                 "steers this model's routing, and Hugging Face's MixtralForCausalLM has no router "
-                                 "bias, so it would route tokens otherwise (allowed: a model trained with "
-                                 "moe_bias_rate = 0)",
-                                 plait_ckpt_dir(ck), t.name, (double)t.data[k], k);
-    const size_t slice = kind == PLAIT_MIXTRAL_EXPERT ? t.numel / (size_t)t.shape[0] : 0;
+                                 "steers this model's routing, and Hugging Face's %s has no router bias, so it "
+                                 "would route tokens otherwise (allowed: a model trained with moe_bias_rate = 0)",
+                                 plait_ckpt_dir(ck), t.name, (double)t.data[k], k,
+                                 family == PLAIT_HF_EXPERTS_MIXTRAL ? "MixtralForCausalLM" : "Qwen3MoeForCausalLM");
+    const size_t slice = kind == PLAIT_EXPERT_NAME_EXPERT ? t.numel / (size_t)t.shape[0] : 0;
     for (int64_t e = 0; st == PLAIT_OK && slice && e < t.shape[0]; e++) {
-        plait_mixtral_to_hf(t.name, (long long)e, name, sizeof name);
+        plait_hf_experts_to_hf(family, t.name, (long long)e, name, sizeof name);
         st = plait_st_writer_write(w, name, t.data + (size_t)e * slice, slice);
     }
     if (st == PLAIT_OK && t.bytes > mem->largest_held) mem->largest_held = t.bytes;
@@ -259,8 +263,8 @@ static plait_status put_mixtral(plait_st_writer *w, const plait_ckpt *ck, size_t
 /* A llama checkpoint holds LlamaForCausalLM's names and orientations
  * already, lm_head only when untied (a tied copy is never saved, as
  * save_pretrained leaves it out): written as it is; a mixture of experts
- * with Mixtral's names for its experts and router (`mixtral`). */
-static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixtral, plait_st_dtype dtype,
+ * with `family`'s names for its experts and router (hf_experts.h). */
+static plait_status write_llama(const plait_ckpt *ck, const char *path, plait_hf_experts family, plait_st_dtype dtype,
                                 plait_export_memory *mem) {
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
@@ -271,11 +275,11 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixt
     for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) {
         plait_st_tensor t;
         st = model_tensor(ck, i, 0, &t, &none);
-        if (st == PLAIT_OK) st = declare_llama(w, &t, mixtral);
+        if (st == PLAIT_OK) st = declare_llama(w, &t, family);
         mem->model_bytes += t.bytes;
     }
     for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++)
-        st = mixtral ? put_mixtral(w, ck, i, mem) : put_tensor(w, ck, i, NULL, 0, mem);
+        st = family ? put_experts(w, ck, i, family, mem) : put_tensor(w, ck, i, NULL, 0, mem);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);
@@ -461,7 +465,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
         snprintf(path, len, "%s/model.safetensors", out_dir);
-        st = m.llama ? write_llama(ck, path, m.ls.moe_experts > 0, dtype, &held)
+        st = m.llama ? write_llama(ck, path, plait_llama_hf_experts(&m.ls), dtype, &held)
                      : write_model(ck, format, path, dtype, &held);
     }
     if (st == PLAIT_OK) {

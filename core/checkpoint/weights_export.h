@@ -6,11 +6,13 @@
  *            with its own names, which are LlamaForCausalLM's (llama_hf.h;
  *            lm_head only when untied, as save_pretrained leaves it out),
  *            and a LlamaForCausalLM config.json from the llama keys the
- *            checkpoint records; a llama mixture of experts as
- *            MixtralForCausalLM (mixtral_names.h: an expert's tensors
- *            one by one, the router renamed, a zero expert_bias left out;
- *            a model Mixtral does not compute, or a non-zero bias, refused
- *            naming the key). A GPT: <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
+ *            checkpoint records (Qwen2ForCausalLM with q, k and v
+ *            biases, Qwen3ForCausalLM with q and k norms); a llama mixture
+ *            of experts as MixtralForCausalLM, or Qwen3MoeForCausalLM with
+ *            q and k norms (hf_experts.h: an expert's tensors one by one,
+ *            the router renamed, a zero expert_bias left out; a model
+ *            neither computes, or a non-zero bias, refused naming the
+ *            key). A GPT: <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
  *            layout (gpt2_names.h: Conv1D weights transposed to [in, out],
  *            the tied lm_head left out as save_pretrained leaves it) and
  *            <out>/config.json (model_type gpt2, gelu_new, LayerNorm eps

@@ -14,7 +14,7 @@
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/llama_hf.h"
-#include "checkpoint/mixtral_names.h"
+#include "checkpoint/hf_experts.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 #include "model/tied.h"
@@ -31,10 +31,13 @@ struct plait_weights {
     int llama;
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
-    /* [n_params]: a stacked expert tensor read from Mixtral's one tensor an
-     * expert (mixtral_names.h), its experts' in order; NULL for the others */
+    /* [n_params]: a stacked expert tensor read from Hugging Face's one
+     * tensor an expert (hf_experts.h), its experts' in order; NULL for the
+     * others */
     const plait_st_tensor ***parts;
-    int mixtral; /* the file has Mixtral's names: a missing expert_bias reads as 0 */
+    /* whose expert names the file has (Mixtral's or Qwen3-MoE's: a missing
+     * expert_bias reads as 0), or none */
+    plait_hf_experts experts;
     char note[512];
     /* the last parameter converted to plait's orientation and shape (transposed, padded) */
     pthread_mutex_t lock;
@@ -56,7 +59,8 @@ static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape
 }
 
 static const char *format_of(const plait_weights *w) {
-    if (w->mixtral) return "Hugging Face MixtralForCausalLM names, one tensor an expert";
+    if (w->experts == PLAIT_HF_EXPERTS_MIXTRAL) return "Hugging Face MixtralForCausalLM names, one tensor an expert";
+    if (w->experts) return "Hugging Face Qwen3MoeForCausalLM names, one tensor an expert";
     return w->llama ? "Llama-family names (Hugging Face LlamaForCausalLM, plait)"
                     : plait_gpt2_orientation_name(w->orientation);
 }
@@ -154,7 +158,7 @@ static plait_status place(plait_weights *w, const plait_st_file *f, const plait_
                                plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer,
                                w->llama ? " or family" : "");
     const plait_st_tensor *other = w->tensor[gi];
-    /* an expert's tensor of Mixtral's, whichever came first */
+    /* an expert's tensor of Hugging Face's, whichever came first */
     for (int64_t e = 0; !other && w->parts && w->parts[gi] && e < w->spec->params[gi].shape[0]; e++)
         other = w->parts[gi][e];
     if (other)
@@ -190,14 +194,14 @@ static void add_note(plait_weights *w, const char *fmt, long long a, long long b
     snprintf(w->note + n, sizeof w->note - n, fmt, a, b, c);
 }
 
-/* A stacked expert tensor read from Mixtral's: every expert's tensor
+/* A stacked expert tensor read from Hugging Face's: every expert's tensor
  * present, each with the shape of the stacked one's slice. */
 static plait_status check_parts(const plait_weights *w, int32_t gi) {
     const plait_param *p = &w->spec->params[gi];
     for (int64_t e = 0; e < p->shape[0]; e++) {
         const plait_st_tensor *t = w->parts && w->parts[gi] ? w->parts[gi][e] : NULL;
         char name[NAME_CAP];
-        plait_mixtral_to_hf(p->name, (long long)e, name, sizeof name);
+        plait_hf_experts_to_hf(w->experts, p->name, (long long)e, name, sizeof name);
         if (!t)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "weights %s: no tensor '%s' (the config has moe_experts = %lld): a model of "
@@ -218,12 +222,13 @@ static plait_status check_shapes(plait_weights *w) {
         if (plait_tied_is_copy(p)) continue;
         const plait_st_tensor *t = w->tensor[gi];
         if ((w->parts && w->parts[gi]) ||
-            (!t && w->mixtral && plait_mixtral_to_hf(p->name, 0, NULL, 0) == PLAIT_MIXTRAL_EXPERT)) {
+            (!t && w->experts && plait_hf_experts_to_hf(w->experts, p->name, 0, NULL, 0) == PLAIT_EXPERT_NAME_EXPERT)) {
             plait_status st = check_parts(w, gi);
             if (st != PLAIT_OK) return st;
             continue;
         }
-        if (!t && w->mixtral && plait_mixtral_to_hf(p->name, 0, NULL, 0) == PLAIT_MIXTRAL_BIAS) continue;
+        if (!t && w->experts && plait_hf_experts_to_hf(w->experts, p->name, 0, NULL, 0) == PLAIT_EXPERT_NAME_BIAS)
+            continue;
         if (!t)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "weights %s: no tensor '%s' (the config has n_layer = %d, arch = %s%s): a model "
@@ -389,7 +394,7 @@ static int llama_buffer(const char *name) {
     return n >= sizeof suffix - 1 && strcmp(name + n - (sizeof suffix - 1), suffix) == 0;
 }
 
-/* Mixtral's tensor t of expert `expert` as that expert's slice of plait's
+/* Hugging Face's tensor t of expert `expert` as that expert's slice of plait's
  * stacked tensor `name`: each at most once, never beside the stacked
  * tensor itself. */
 static plait_status place_part(plait_weights *w, const plait_st_file *f, const plait_st_tensor *t, const char *name,
@@ -399,7 +404,7 @@ static plait_status place_part(plait_weights *w, const plait_st_file *f, const p
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: tensor '%s' is an expert's, but this model ([model] arch = %s, n_layer = "
                                "%d) has no '%s': a mixture of experts needs [model] moe_experts > 0 (and moe_every "
-                               "= 1 for Mixtral's every block)",
+                               "= 1 for Mixtral's every block, Qwen3-MoE's decoder_sparse_step)",
                                plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer, name);
     const long long E = (long long)w->spec->params[gi].shape[0];
     if (expert >= E)
@@ -429,14 +434,21 @@ static plait_status llama_map_file(plait_weights *w, const plait_st_file *f, con
         if (st != PLAIT_OK) return st;
         char plait_name[NAME_CAP];
         long long expert = -1;
-        plait_mixtral_kind kind = plait_mixtral_from_hf(name, plait_name, sizeof plait_name, &expert);
-        if (kind != PLAIT_MIXTRAL_NONE) w->mixtral = 1;
-        if (kind == PLAIT_MIXTRAL_EXPERT) {
+        plait_hf_experts family = PLAIT_HF_EXPERTS_NONE;
+        plait_expert_name kind = plait_hf_experts_from_hf(name, plait_name, sizeof plait_name, &expert, &family);
+        if (kind != PLAIT_EXPERT_NAME_NONE && w->experts && family != w->experts)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "weights %s: tensor '%s' has %s's expert names where others have %s's: one "
+                                   "model's files hold one family's",
+                                   w->path, name, family == PLAIT_HF_EXPERTS_MIXTRAL ? "Mixtral" : "Qwen3-MoE",
+                                   family == PLAIT_HF_EXPERTS_MIXTRAL ? "Qwen3-MoE" : "Mixtral");
+        if (kind != PLAIT_EXPERT_NAME_NONE) w->experts = family;
+        if (kind == PLAIT_EXPERT_NAME_EXPERT) {
             st = place_part(w, f, t, plait_name, expert);
             if (st != PLAIT_OK) return st;
             continue;
         }
-        if (kind == PLAIT_MIXTRAL_ROUTER) name = plait_name;
+        if (kind == PLAIT_EXPERT_NAME_ROUTER) name = plait_name;
         int32_t gi = param_of(s, name);
         /* only a tied head is no parameter of its own */
         st = place(w, f, t, name, gi, gi < 0 && strcmp(name, "lm_head.weight") == 0, head);
@@ -661,8 +673,8 @@ const char *plait_weights_format(const plait_weights *w) { return format_of(w); 
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
 /* Parameter gi that no one tensor of the file holds, into the cache: a
- * stacked expert tensor from its experts' (in expert order), or Mixtral's
- * missing expert_bias as zeros. Called with the lock held. */
+ * stacked expert tensor from its experts' (in expert order), or Hugging
+ * Face's missing expert_bias as zeros. Called with the lock held. */
 static plait_status assembled(plait_weights *w, int32_t gi, const float **out) {
     const plait_param *p = &w->spec->params[gi];
     if (w->cached != gi) {

@@ -32,10 +32,10 @@
  * model (plait_llama_check_hf_config); a plait checkpoint's recorded llama
  * keys must be the run's; every parameter must be present with exactly its
  * shape, and a stored lm_head.weight of a tied model equal the embedding.
- * A llama mixture of experts also reads Hugging Face's Mixtral names
- * (mixtral_names.h): each stacked expert tensor from its experts' tensors,
- * which may lie in different shards, the missing router bias as zeros, its
- * config.json as MixtralConfig's.
+ * A llama mixture of experts also reads Hugging Face's Mixtral and
+ * Qwen3-MoE names (hf_experts.h): each stacked expert tensor from its
+ * experts' tensors, which may lie in different shards, the missing router
+ * bias as zeros, its config.json as MixtralConfig's or Qwen3MoeConfig's.
  * A plait model of the other arch is refused by name, as is one whose
  * recorded moe_* keys that shape the experts differ from the run's.
  *

@@ -10,7 +10,7 @@
  * activation or head size, a sliding window) are refused naming the key;
  * a plait model of the other arch is refused naming both archs.
  *
- * Hugging Face Mixtral (mixtral_names.h), written as MixtralForCausalLM's
+ * Hugging Face Mixtral (hf_experts.h), written as MixtralForCausalLM's
  * save_pretrained lays it out: a llama mixture of experts is read back
  * bit-identical from one tensor an expert, the router under
  * block_sparse_moe.gate and no router bias (read as zeros), from one file
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "checkpoint/llama_hf.h"
-#include "checkpoint/mixtral_names.h"
+#include "checkpoint/hf_experts.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/weights_import.h"
 #include "model/model_harness.h"
@@ -454,7 +454,7 @@ typedef struct hf_tensor {
     size_t numel;
 } hf_tensor;
 
-/* The harness's parameters in Mixtral's names (mixtral_names.h): a stacked
+/* The harness's parameters in Mixtral's names (hf_experts.h): a stacked
  * expert tensor as one tensor an expert, the router renamed, no
  * expert_bias. Returns the count written to out[cap]. */
 static size_t mixtral_tensors(harness *h, hf_tensor *out, size_t cap) {
@@ -463,14 +463,14 @@ static size_t mixtral_tensors(harness *h, hf_tensor *out, size_t cap) {
         plait_param *p = &h->set.params[i];
         if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
         char name[160];
-        plait_mixtral_kind kind = plait_mixtral_to_hf(p->name, 0, name, sizeof name);
-        if (kind == PLAIT_MIXTRAL_BIAS) continue;
-        const int64_t parts = kind == PLAIT_MIXTRAL_EXPERT ? p->shape[0] : 1;
+        plait_expert_name kind = plait_hf_experts_to_hf(PLAIT_HF_EXPERTS_MIXTRAL, p->name, 0, name, sizeof name);
+        if (kind == PLAIT_EXPERT_NAME_BIAS) continue;
+        const int64_t parts = kind == PLAIT_EXPERT_NAME_EXPERT ? p->shape[0] : 1;
         for (int64_t e = 0; e < parts; e++) {
             assert_true(n < cap);
             hf_tensor *t = &out[n++];
-            if (kind == PLAIT_MIXTRAL_EXPERT) {
-                plait_mixtral_to_hf(p->name, (long long)e, t->name, sizeof t->name);
+            if (kind == PLAIT_EXPERT_NAME_EXPERT) {
+                plait_hf_experts_to_hf(PLAIT_HF_EXPERTS_MIXTRAL, p->name, (long long)e, t->name, sizeof t->name);
                 t->ndim = 2;
                 t->shape[0] = p->shape[1];
                 t->shape[1] = p->shape[2];
@@ -509,31 +509,56 @@ static void expect_refusal(const char *dir, const char *extra, const char *want)
     harness_free(&h);
 }
 
-static void test_mixtral_names(void **state) {
+/* Hugging Face's expert names both ways, Mixtral's and Qwen3-MoE's, and
+ * the names neither has. */
+static void test_expert_names(void **state) {
     (void)state;
     char buf[160];
     long long e = -1;
-    assert_int_equal(plait_mixtral_from_hf("model.layers.3.block_sparse_moe.experts.7.w3.weight", buf, sizeof buf, &e),
-                     PLAIT_MIXTRAL_EXPERT);
+    plait_hf_experts f = PLAIT_HF_EXPERTS_NONE;
+    assert_int_equal(plait_hf_experts_from_hf("model.layers.3.block_sparse_moe.experts.7.w3.weight", buf, sizeof buf,
+                                              &e, &f),
+                     PLAIT_EXPERT_NAME_EXPERT);
     assert_string_equal(buf, "model.layers.3.mlp.experts.up_proj.weight");
     assert_int_equal(e, 7);
-    assert_int_equal(plait_mixtral_from_hf("model.layers.0.block_sparse_moe.gate.weight", buf, sizeof buf, &e),
-                     PLAIT_MIXTRAL_ROUTER);
+    assert_int_equal(f, PLAIT_HF_EXPERTS_MIXTRAL);
+    assert_int_equal(plait_hf_experts_from_hf("model.layers.0.block_sparse_moe.gate.weight", buf, sizeof buf, &e, &f),
+                     PLAIT_EXPERT_NAME_ROUTER);
     assert_string_equal(buf, "model.layers.0.mlp.router.weight");
-    assert_int_equal(plait_mixtral_from_hf("model.layers.0.block_sparse_moe.experts.1.w4.weight", buf, sizeof buf, &e),
-                     PLAIT_MIXTRAL_NONE);
-    assert_int_equal(plait_mixtral_from_hf("model.layers.0.mlp.gate_proj.weight", buf, sizeof buf, &e),
-                     PLAIT_MIXTRAL_NONE);
-    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.experts.down_proj.weight", 2, buf, sizeof buf),
-                     PLAIT_MIXTRAL_EXPERT);
+    f = PLAIT_HF_EXPERTS_NONE;
+    assert_int_equal(plait_hf_experts_from_hf("model.layers.2.mlp.experts.11.down_proj.weight", buf, sizeof buf, &e,
+                                              &f),
+                     PLAIT_EXPERT_NAME_EXPERT);
+    assert_string_equal(buf, "model.layers.2.mlp.experts.down_proj.weight");
+    assert_int_equal(e, 11);
+    assert_int_equal(f, PLAIT_HF_EXPERTS_QWEN3_MOE);
+    assert_int_equal(plait_hf_experts_from_hf("model.layers.5.mlp.gate.weight", buf, sizeof buf, &e, &f),
+                     PLAIT_EXPERT_NAME_ROUTER);
+    assert_string_equal(buf, "model.layers.5.mlp.router.weight");
+    static const char *const neither[] = {"model.layers.0.block_sparse_moe.experts.1.w4.weight",
+                                          "model.layers.0.mlp.gate_proj.weight",
+                                          "model.layers.0.mlp.experts.1.w1.weight",
+                                          "model.layers.0.mlp.experts.gate_proj.weight",
+                                          "model.layers.0.mlp.gate.weight.x"};
+    for (size_t i = 0; i < sizeof neither / sizeof neither[0]; i++)
+        assert_int_equal(plait_hf_experts_from_hf(neither[i], buf, sizeof buf, &e, &f), PLAIT_EXPERT_NAME_NONE);
+    const plait_hf_experts mx = PLAIT_HF_EXPERTS_MIXTRAL, q3 = PLAIT_HF_EXPERTS_QWEN3_MOE;
+    assert_int_equal(plait_hf_experts_to_hf(mx, "model.layers.1.mlp.experts.down_proj.weight", 2, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_EXPERT);
     assert_string_equal(buf, "model.layers.1.block_sparse_moe.experts.2.w2.weight");
-    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.experts.gate_proj.weight", 0, buf, sizeof buf),
-                     PLAIT_MIXTRAL_EXPERT);
+    assert_int_equal(plait_hf_experts_to_hf(mx, "model.layers.1.mlp.experts.gate_proj.weight", 0, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_EXPERT);
     assert_string_equal(buf, "model.layers.1.block_sparse_moe.experts.0.w1.weight");
-    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.router.expert_bias", 0, buf, sizeof buf),
-                     PLAIT_MIXTRAL_BIAS);
-    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.down_proj.weight", 0, buf, sizeof buf),
-                     PLAIT_MIXTRAL_NONE);
+    assert_int_equal(plait_hf_experts_to_hf(q3, "model.layers.1.mlp.experts.up_proj.weight", 3, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_EXPERT);
+    assert_string_equal(buf, "model.layers.1.mlp.experts.3.up_proj.weight");
+    assert_int_equal(plait_hf_experts_to_hf(q3, "model.layers.4.mlp.router.weight", 0, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_ROUTER);
+    assert_string_equal(buf, "model.layers.4.mlp.gate.weight");
+    assert_int_equal(plait_hf_experts_to_hf(mx, "model.layers.1.mlp.router.expert_bias", 0, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_BIAS);
+    assert_int_equal(plait_hf_experts_to_hf(q3, "model.layers.1.mlp.down_proj.weight", 0, buf, sizeof buf),
+                     PLAIT_EXPERT_NAME_NONE);
 }
 
 static void test_mixtral_file_and_shards(void **state) {
@@ -673,7 +698,7 @@ int main(void) {
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_other_arch),
         cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_mixtral_names),
+        cmocka_unit_test(test_expert_names),
         cmocka_unit_test(test_mixtral_file_and_shards),
         cmocka_unit_test(test_mixtral_refusals),
     };

@@ -1,12 +1,15 @@
 """plait's llama mixture of experts against Hugging Face transformers'
-MixtralForCausalLM.
+MixtralForCausalLM and Qwen3MoeForCausalLM.
 
-  mixtral_torch_check.py make DIR TOKENS [KEY=JSON ...]
+  mixtral_torch_check.py make DIR TOKENS [qwen3_moe | qwen3_moe_step2] [KEY=JSON ...]
       a random MixtralForCausalLM (2 layers, hidden 64, 4 heads, 2
       key/value heads, 4 experts of width 96, top 2, vocabulary 256,
       rope_theta 10000; weights drawn from N(0, 0.08), the routers' from
       N(0, 0.5) so that no token's second and third expert nearly tie, the
-      norms' from U(0.5, 1.5)), saved with save_pretrained into DIR and
+      norms' from U(0.5, 1.5)), or with qwen3_moe a Qwen3MoeForCausalLM of
+      the same shape (q and k norms of 16, norm_topk_prob true; with
+      qwen3_moe_step2 decoder_sparse_step 2: block 0 a dense MLP of width
+      176, block 1 sparse), saved with save_pretrained into DIR and
       sharded (max_shard_size 40KB: an index and a file a few tensors) into
       DIR-sharded; and TOKENS, a safetensors file with "tokens" [2, 32]
       (float32 ids, as tests/checkpoint/weights_logits.c reads them);
@@ -15,7 +18,8 @@ MixtralForCausalLM.
   mixtral_torch_check.py CHECK [+ CHECK ...]
       each CHECK in one process (transformers loads once):
   logits DIR TOKENS PLAIT_LOGITS
-      DIR loaded by MixtralForCausalLM.from_pretrained (nothing missing,
+      DIR loaded by AutoModelForCausalLM.from_pretrained, the class its
+      config.json names (nothing missing,
       nothing unexpected); its float32 logits on TOKENS equal PLAIT_LOGITS
       within 1e-4 of the largest logit (max |diff| / max |logit|, printed).
   same A B
@@ -31,7 +35,8 @@ import sys
 
 import torch
 from safetensors.torch import load_file
-from transformers import MixtralConfig, MixtralForCausalLM
+from transformers import (AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_check import compare, load, randomize, save  # noqa: E402
@@ -39,12 +44,20 @@ from torch_check import compare, load, randomize, save  # noqa: E402
 
 def make(out_dir, tokens_path, configs):
     torch.manual_seed(4321)
-    cfg = MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                        rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu", num_local_experts=4,
-                        num_experts_per_tok=2, router_jitter_noise=0.0, tie_word_embeddings=False,
-                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    model = MixtralForCausalLM(cfg).float()
+    shape = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu",
+                 num_experts_per_tok=2, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
+                 pad_token_id=None)
+    family = configs[0] if configs and configs[0].startswith("qwen3_moe") else None
+    configs = configs[1:] if family else configs
+    if family:
+        cfg = Qwen3MoeConfig(intermediate_size=176, moe_intermediate_size=96, num_experts=4, head_dim=16,
+                             norm_topk_prob=True, decoder_sparse_step=2 if family.endswith("step2") else 1,
+                             mlp_only_layers=[], attention_bias=False, use_sliding_window=False, **shape)
+        model = Qwen3MoeForCausalLM(cfg).float()
+    else:
+        cfg = MixtralConfig(intermediate_size=96, num_local_experts=4, router_jitter_noise=0.0, **shape)
+        model = MixtralForCausalLM(cfg).float()
     randomize(model, router="gate.weight")
     save(model, out_dir, tokens_path)
     for kv in configs:
@@ -54,7 +67,7 @@ def make(out_dir, tokens_path, configs):
 
 
 def logits(model_dir, tokens_path, plait_path):
-    model = load(MixtralForCausalLM, model_dir)
+    model = load(AutoModelForCausalLM, model_dir)
     return 1 if model is None else compare(model, model_dir, tokens_path, plait_path)
 
 

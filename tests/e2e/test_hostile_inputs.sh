@@ -523,6 +523,23 @@ sed -i 's/"use_sliding_window": false/"use_sliding_window": true/; s/"sliding_wi
   "$W5/q3window/config.json"
 refused hf-q3window "use_sliding_window = true: the layers from max_window_layers on attend within a sliding window" \
   "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-q3window" run.steps=1 run.init_from="$W5/q3window" model.qk_norm=true
+# Qwen3-MoE directories (experts with q and k norms): one exported from a
+# plait run, read by a run with experts but without the norms; a model
+# with shared experts, which Qwen3-MoE has not, refused at export
+Q3M="model.qk_norm=true model.moe_experts=4 model.moe_top_k=2"
+# shellcheck disable=SC2086
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/qwen3moe" run.steps=1 run.progress=off $Q3M >"$W5/qwen3moe.out" 2>&1 ||
+  fail "qwen3-moe run: $(tail -n 3 "$W5/qwen3moe.out")"
+"$PLAIT_BIN" export "$W5/qwen3moe" --format hf --out "$W5/hf-qwen3moe" >"$W5/hf-qwen3moe.out" 2>&1 ||
+  fail "qwen3-moe export: $(cat "$W5/hf-qwen3moe.out")"
+grep -q '"model_type": "qwen3_moe"' "$W5/hf-qwen3moe/config.json" || fail "experts with qk_norm not exported as Qwen3-MoE"
+refused hf-qwen3moe-nonorm "a Qwen3-MoE model needs model.qk_norm=true" "$PLAIT_BIN" train "$LL" \
+  "run.out_dir=$W5/imp-qwen3moe-nonorm" run.steps=1 run.init_from="$W5/hf-qwen3moe" model.moe_experts=4 model.moe_top_k=2
+# shellcheck disable=SC2086
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/qwen3moe-shared" run.steps=1 run.progress=off $Q3M \
+  model.moe_shared_experts=1 >"$W5/qwen3moe-shared.out" 2>&1 || fail "qwen3-moe with a shared expert: $(tail -n 3 "$W5/qwen3moe-shared.out")"
+refused qwen3moe-shared-export "[model] moe_shared_experts = 1, which Hugging Face's Qwen3MoeForCausalLM does not compute" \
+  "$PLAIT_BIN" export "$W5/qwen3moe-shared" --format hf --out "$W5/qwen3moe-shared-hf"
 # doctor and the plugin path: a directory that is not there, a file, a
 # plugin file that is no shared object
 printf 'junk' >"$W5/libplait-optim-junk.so"

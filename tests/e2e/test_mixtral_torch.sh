@@ -25,24 +25,11 @@ SHAPE="2 4 64 32 256 arch=llama n_kv_head=2 ${MOE//model./}"
 # twice, as importing torch takes seconds
 "$PY" "$CHECK" make "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" router_jitter_noise=0.1 sliding_window=16 \
   >"$E2E_WORK/make.out" 2>&1 || fail "building the transformers model: $(tail -n 3 "$E2E_WORK/make.out")"
-ls "$E2E_WORK/hf-sharded/model.safetensors.index.json" >/dev/null || fail "transformers wrote no sharded model"
-for v in hf hf-sharded; do
-  # shellcheck disable=SC2086
-  "$LOGITS" "$E2E_WORK/$v" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$v.safetensors" $SHAPE ||
-    fail "plait's logits of the transformers model ($v)"
-done
-cmp -s "$E2E_WORK/plait_hf.safetensors" "$E2E_WORK/plait_hf-sharded.safetensors" ||
-  fail "the sharded save gives other logits than the single file"
+# shellcheck disable=SC2086
+sharded_logits hf "$E2E_WORK/tokens.safetensors" $SHAPE
 
 # features plait does not implement, refused naming the key
-for key in router_jitter_noise sliding_window; do
-  # shellcheck disable=SC2086
-  if "$LOGITS" "$E2E_WORK/hf-$key" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/no.safetensors" $SHAPE \
-    >"$E2E_WORK/no_$key.out" 2>&1; then
-    fail "a Mixtral with $key set was read"
-  fi
-  grep -q "config.json: $key = " "$E2E_WORK/no_$key.out" || fail "unclear refusal of $key: $(cat "$E2E_WORK/no_$key.out")"
-done
+refused_keys hf "$E2E_WORK/tokens.safetensors" "$SHAPE" router_jitter_noise sliding_window
 
 # transformers -> plait -> transformers (lr 0 leaves the tensors)
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"

@@ -3,7 +3,8 @@
  * (checkpoint/llama_hf.h, plait_llama_check_hf_config): a downloaded
  * model's config.json is untrusted. The first byte picks the run's model:
  *   bit 0  q, k and v biases (qkv_bias: the file must be Qwen2's);
- *   bit 1  a mixture of experts (the file must be Mixtral's);
+ *   bit 1  a mixture of experts (the file must be Mixtral's, or with
+ *          bit 4 Qwen3-MoE's);
  *   bit 2  rope_scaling = llama3;
  *   bit 3  a tied head;
  *   bit 4  q and k norms (qk_norm: the file must be Qwen3's).
