@@ -1,6 +1,7 @@
 /* What a tokenizer.json's pre-tokenizer and post-processor ask for, as far
- * as plait implements it: GPT-2's ByteLevel, Llama 3's Split + ByteLevel,
- * and a TemplateProcessing that puts one special token before the text.
+ * as plait implements it: GPT-2's ByteLevel, Llama 3's and Qwen2's Split +
+ * ByteLevel, and a TemplateProcessing that puts one special token before
+ * the text.
  * Anything else is refused with the JSON path of what plait does not do,
  * since encoding with another pattern would give other ids silently. */
 #include <stdio.h>
@@ -42,19 +43,20 @@ static plait_status byte_level(const plait_json *b, int use_regex, const char *p
 }
 
 /* Llama 3's: [{"type": "Split", "pattern": {"Regex": ...}, "behavior":
- * "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]. */
+ * "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}];
+ * Qwen2's the same with its pattern. */
 static plait_status sequence(const plait_json *pre, const char *what, plait_pretokenizer *out) {
     const plait_json *list = plait_json_get(pre, "pretokenizers");
     if (!list || list->type != PLAIT_JSON_ARRAY || list->count != 2)
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: byte %zu: pre_tokenizer.pretokenizers: plait reads a Sequence "
-                               "of exactly a Split (Llama 3's pattern) and a ByteLevel",
+                               "of exactly a Split (Llama 3's or Qwen2's pattern) and a ByteLevel",
                                what, list ? list->pos : pre->pos);
     const plait_json *split = list->child, *bl = list->child->next;
     if (strcmp(type_of(split), "Split") != 0)
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: byte %zu: pre_tokenizer.pretokenizers[0] is \"%s\"; plait "
-                               "reads a Split with Llama 3's pattern there",
+                               "reads a Split with Llama 3's or Qwen2's pattern there",
                                what, split->pos, type_of(split));
     const plait_json *pattern = plait_json_get(split, "pattern");
     const plait_json *regex = plait_json_get(pattern, "Regex");
@@ -63,12 +65,14 @@ static plait_status sequence(const plait_json *pre, const char *what, plait_pret
                                "%s: byte %zu: pre_tokenizer.pretokenizers[0].pattern must be "
                                "{\"Regex\": ...} (a plain \"String\" pattern is not supported)",
                                what, pattern ? pattern->pos : split->pos);
-    if (strcmp(regex->str, plait_pretokenize_llama3_pattern) != 0)
+    const int qwen2 = strcmp(regex->str, plait_pretokenize_qwen2_pattern) == 0;
+    if (!qwen2 && strcmp(regex->str, plait_pretokenize_llama3_pattern) != 0)
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: byte %zu: pre_tokenizer.pretokenizers[0].pattern.Regex "
                                "\"%.200s\" is not a pattern plait implements (Llama 3's is "
-                               "\"%s\")",
-                               what, regex->pos, regex->str, plait_pretokenize_llama3_pattern);
+                               "\"%s\", Qwen2's \"%s\")",
+                               what, regex->pos, regex->str, plait_pretokenize_llama3_pattern,
+                               plait_pretokenize_qwen2_pattern);
     const plait_json *behavior = plait_json_get(split, "behavior");
     if (!is_string(behavior, "Isolated"))
         return plait_set_error(PLAIT_ERR_PROTOCOL,
@@ -83,7 +87,7 @@ static plait_status sequence(const plait_json *pre, const char *what, plait_pret
                              "reads a ByteLevel there",
                              what, bl->pos, type_of(bl));
     if (st == PLAIT_OK) st = byte_level(bl, 0, "pre_tokenizer.pretokenizers[1]", what);
-    if (st == PLAIT_OK) *out = PLAIT_PRETOK_LLAMA3;
+    if (st == PLAIT_OK) *out = qwen2 ? PLAIT_PRETOK_QWEN2 : PLAIT_PRETOK_LLAMA3;
     return st;
 }
 
@@ -95,7 +99,7 @@ plait_status plait_hf_pre_tokenizer(const plait_json *root, const char *what, pl
     if (is_string(plait_json_get(pre, "type"), "Sequence")) return sequence(pre, what, out);
     return plait_set_error(PLAIT_ERR_PROTOCOL,
                            "%s: byte %zu: pre_tokenizer.type \"%s\" is not supported; plait reads "
-                           "ByteLevel (GPT-2's) or a Sequence of a Split with Llama 3's pattern "
+                           "ByteLevel (GPT-2's) or a Sequence of a Split with Llama 3's or Qwen2's pattern "
                            "and a ByteLevel",
                            what, pre->pos, type_of(pre));
 }

@@ -73,10 +73,14 @@ static size_t contraction_any_case(const unsigned char *s, size_t len, size_t po
 const char plait_pretokenize_llama3_pattern[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char plait_pretokenize_qwen2_pattern[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 static int is_newline(unsigned char c) { return c == '\r' || c == '\n'; }
 
-size_t plait_pretokenize_next_llama3(const unsigned char *s, size_t len, size_t pos) {
+/* Llama 3's pattern with numbers in runs of at most `digits`. */
+static size_t next_llama3(const unsigned char *s, size_t len, size_t pos, int digits) {
     size_t k = contraction_any_case(s, len, pos);
     if (k) return pos + k;
     size_t n0, n1 = 0;
@@ -88,10 +92,10 @@ size_t plait_pretokenize_next_llama3(const unsigned char *s, size_t len, size_t 
     if (c0 == PLAIT_CHAR_LETTER) return run_of(s, len, pos + n0, PLAIT_CHAR_LETTER);
     if (c0 != PLAIT_CHAR_NUMBER && !is_newline(s[pos]) && has_next && c1 == PLAIT_CHAR_LETTER)
         return run_of(s, len, pos + n0 + n1, PLAIT_CHAR_LETTER);
-    /* "\p{N}{1,3}": numbers in threes, from the left */
+    /* "\p{N}{1,3}": numbers in threes, from the left (Qwen2's "\p{N}": one by one) */
     if (c0 == PLAIT_CHAR_NUMBER) {
         size_t end = pos + n0;
-        for (int i = 1; i < 3 && end < len; i++) {
+        for (int i = 1; i < digits && end < len; i++) {
             size_t n;
             if (class_at(s, len, end, &n) != PLAIT_CHAR_NUMBER) break;
             end += n;
@@ -113,4 +117,12 @@ size_t plait_pretokenize_next_llama3(const unsigned char *s, size_t len, size_t 
         if (is_newline(s[p])) last_break = p + 1;
     if (last_break) return last_break;
     return space_run(s, len, pos);
+}
+
+size_t plait_pretokenize_next_llama3(const unsigned char *s, size_t len, size_t pos) {
+    return next_llama3(s, len, pos, 3);
+}
+
+size_t plait_pretokenize_next_qwen2(const unsigned char *s, size_t len, size_t pos) {
+    return next_llama3(s, len, pos, 1);
 }

@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "tokenizer/heap.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/pretokenize.h"
 
 plait_tokenizer *plait_tokenizer_new(const char *source) {
@@ -164,7 +165,7 @@ int32_t plait_tokenizer_merges(const plait_tokenizer *t) { return t->n_merges; }
 int32_t plait_tokenizer_eot(const plait_tokenizer *t) { return t->eot; }
 int32_t plait_tokenizer_bos(const plait_tokenizer *t) { return t->bos; }
 int plait_tokenizer_gpt2_compatible(const plait_tokenizer *t) {
-    return t->pretok == PLAIT_PRETOK_GPT2 && !t->ignore_merges && t->bos < 0;
+    return t->pretok == PLAIT_PRETOK_GPT2 && !t->ignore_merges && t->bos < 0 && !t->nfc;
 }
 const char *plait_tokenizer_source(const plait_tokenizer *t) { return t->source; }
 
@@ -185,6 +186,7 @@ uint64_t plait_tokenizer_fingerprint(const plait_tokenizer *t) {
     if (!plait_tokenizer_gpt2_compatible(t)) {
         int32_t more[3] = {(int32_t)t->pretok, t->ignore_merges, t->bos};
         h = plait_fnv1a(h, more, sizeof more);
+        if (t->nfc) h = plait_fnv1a(h, "NFC", 3); /* so that those without keep the hash they had */
     }
     plait_clear_error();
     return h;
@@ -302,11 +304,12 @@ static plait_status encode_piece(const plait_tokenizer *t, piece_work *w, const 
 typedef struct stream_sink {
     plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done);
     void *ctx;
+    size_t len; /* the caller's text's bytes */
 } stream_sink;
 
-/* Encode into `out`; with a sink, `out` is emptied into it whenever it
- * holds a batch, and at the end. */
-static plait_status encode_into(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out,
+/* Encode text already normalised into `out`; with a sink, `out` is
+ * emptied into it whenever it holds a batch, and at the end. */
+static plait_status encode_text(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out,
                                 const stream_sink *sink) {
     const unsigned char *s = text;
     piece_work w = {0};
@@ -315,8 +318,9 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
     plait_token_buf memo = {0};
     plait_status st = PLAIT_OK;
     for (size_t pos = 0; st == PLAIT_OK && pos < len;) {
-        size_t end = t->pretok == PLAIT_PRETOK_LLAMA3 ? plait_pretokenize_next_llama3(s, len, pos)
-                                                      : plait_pretokenize_next(s, len, pos),
+        size_t end = t->pretok == PLAIT_PRETOK_LLAMA3  ? plait_pretokenize_next_llama3(s, len, pos)
+                     : t->pretok == PLAIT_PRETOK_QWEN2 ? plait_pretokenize_next_qwen2(s, len, pos)
+                                                       : plait_pretokenize_next(s, len, pos),
                n = end - pos;
         int64_t *hit = n <= CACHE_PIECE_BYTES ? plait_bytes_map_find(&cache, s + pos, n) : NULL;
         const int64_t *whole = t->ignore_merges && !hit ? plait_bytes_map_find(&t->tokens, s + pos, n) : NULL;
@@ -339,7 +343,8 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
         }
         pos = end;
         if (st == PLAIT_OK && sink && (out->len >= STREAM_BATCH || pos == len)) {
-            st = sink->sink(sink->ctx, out->ids, out->len, pos);
+            /* the caller's bytes done (normalised text is another length) */
+            st = sink->sink(sink->ctx, out->ids, out->len, pos == len ? sink->len : pos * sink->len / len);
             out->len = 0;
         }
     }
@@ -349,6 +354,19 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
     plait_heap_free(&w.heap);
     plait_bytes_map_free(&cache);
     plait_token_buf_free(&memo);
+    return st;
+}
+
+/* encode_text of the text in the tokenizer's normal form: as it is, or
+ * under an NFC normalizer its NFC (nfc.h), unless it is all ASCII. */
+static plait_status encode_into(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out,
+                                stream_sink *sink) {
+    if (sink) sink->len = len;
+    if (!t->nfc || plait_nfc_trivial(text, len)) return encode_text(t, text, len, out, sink);
+    unsigned char *norm = malloc(plait_nfc_bound(len));
+    if (!norm) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory normalising %zu bytes of text (NFC)", len);
+    plait_status st = encode_text(t, norm, plait_nfc(text, len, norm), out, sink);
+    free(norm);
     return st;
 }
 
@@ -375,7 +393,7 @@ plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void 
                                            plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
                                            void *ctx) {
     plait_token_buf buf = {0};
-    stream_sink s = {sink, ctx};
+    stream_sink s = {sink, ctx, len};
     plait_status st = encode_into(t, text, len, &buf, &s);
     plait_token_buf_free(&buf);
     return st;

@@ -30,6 +30,7 @@ struct plait_tokenizer {
     int32_t bos; /* put first by the post-processor, or -1 */
     plait_pretokenizer pretok;
     int ignore_merges;    /* a piece that is a vocabulary token is that token */
+    int nfc;              /* the text is put in Unicode's Normalization Form C first (nfc.h) */
     unsigned char *added; /* per id: an added (special) token, never a whole piece */
 };
 

@@ -225,6 +225,11 @@ static plait_status mark_added(plait_tokenizer *t, const plait_json *arr, const 
     return PLAIT_OK;
 }
 
+/* {"type": "NFC"} and nothing else (Qwen2's normalizer). */
+static int nfc_only(const plait_json *v) {
+    return v->type == PLAIT_JSON_OBJECT && v->count == 1 && is_string(plait_json_get(v, "type"), "NFC");
+}
+
 static plait_status check_hf_kind(const plait_json *root, const plait_json *model, const char *what) {
     if (!model || model->type != PLAIT_JSON_OBJECT)
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: no \"model\" object (not a tokenizer.json?)", what,
@@ -240,7 +245,8 @@ static plait_status check_hf_kind(const plait_json *root, const plait_json *mode
     static const struct {
         const char *object, *key, *allowed, *what;
     } fixed[] = {
-        {NULL, "normalizer", "null", "a normalizer (lowercasing, Unicode normalisation, ...)"},
+        {NULL, "normalizer", "null or {\"type\": \"NFC\"}",
+         "a normalizer other than NFC (lowercasing, another Unicode normalisation, ...)"},
         {"model", "dropout", "null or 0", "BPE dropout"},
         {"model", "byte_fallback", "false", "byte fallback tokens"},
         {"model", "continuing_subword_prefix", "\"\" or null", "a continuing-subword prefix"},
@@ -255,6 +261,7 @@ static plait_status check_hf_kind(const plait_json *root, const plait_json *mode
         else if (!strcmp(fixed[i].allowed, "true")) ok = v->type == PLAIT_JSON_BOOL && v->num == 1;
         else if (!strcmp(fixed[i].allowed, "null or 0")) ok = (v->type == PLAIT_JSON_INT && v->num == 0) ||
                                                              (v->type == PLAIT_JSON_REAL && v->real == 0);
+        else if (!strcmp(fixed[i].key, "normalizer")) ok = nfc_only(v);
         else ok = v->type == PLAIT_JSON_STRING && v->str_len == 0;
         if (!ok)
             return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: \"%s%s%s\" asks for %s, which plait's "
@@ -275,6 +282,8 @@ plait_status plait_tokenizer_load_hf(const char *path, plait_tokenizer **out) {
     const plait_json *model = plait_json_get(root, "model");
     if (st == PLAIT_OK) st = check_hf_kind(root, model, path);
     if (st == PLAIT_OK) st = plait_hf_pre_tokenizer(root, path, &t->pretok);
+    const plait_json *norm = plait_json_get(root, "normalizer");
+    t->nfc = norm && norm->type == PLAIT_JSON_OBJECT; /* check_hf_kind let only NFC through */
     const plait_json *ignore = plait_json_get(model, "ignore_merges");
     if (st == PLAIT_OK && ignore && ignore->type != PLAIT_JSON_NULL && ignore->type != PLAIT_JSON_BOOL)
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: model.ignore_merges must be true or false", path,

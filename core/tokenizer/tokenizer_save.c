@@ -39,9 +39,11 @@ plait_status plait_tokenizer_gpt2_text(const plait_tokenizer *t, plait_jbuf *voc
                                "%s: GPT-2's vocab.json and merges.txt cannot describe this tokenizer (%s); use its "
                                "tokenizer.json",
                                t->source,
-                               t->pretok != PLAIT_PRETOK_GPT2 ? "Llama 3's pre-tokenizer"
-                               : t->ignore_merges             ? "ignore_merges"
-                                                              : "a post-processor's first token");
+                               t->pretok == PLAIT_PRETOK_LLAMA3  ? "Llama 3's pre-tokenizer"
+                               : t->pretok == PLAIT_PRETOK_QWEN2 ? "Qwen2's pre-tokenizer"
+                               : t->nfc                          ? "an NFC normalizer"
+                               : t->ignore_merges                ? "ignore_merges"
+                                                                 : "a post-processor's first token");
     plait_jbuf text = {0};
     plait_jbuf_puts(vocab, "{");
     for (int32_t id = 0; id < t->n_ids; id++) {

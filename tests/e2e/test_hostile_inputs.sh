@@ -421,7 +421,7 @@ put("deep", "[" * 200000 + "]" * 200000)
 put("gap", model(vocab=dict(vocab, ab=100000)))
 put("dropout", model(dropout=0.1))
 put("fallback", model(byte_fallback=True))
-put("normalizer", dict(base, normalizer={"type": "NFC"}))
+put("normalizer", dict(base, normalizer={"type": "NFKC"}))
 put("dupmember", '{"model":{"type":"BPE","type":"WordPiece","vocab":{},"merges":[]}}')
 put("sameadded", dict(base, added_tokens=[{"id": 257, "content": "<x>"}, {"id": 258, "content": "<x>"}]))
 put("nul", json.dumps(base)[:-1] + '\u0000}')
@@ -440,7 +440,7 @@ deep|nesting deeper than 32 levels
 gap|no token has id 256, but ids go up to 100000
 dropout|asks for BPE dropout
 fallback|asks for byte fallback tokens
-normalizer|asks for a normalizer
+normalizer|asks for a normalizer other than NFC
 dupmember|duplicate member name "type"
 sameadded|token id 258 has the same bytes as id 257
 nul|found byte 0x00

@@ -25,12 +25,14 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* `text` cut by Llama 3's pattern must give `want`, pieces joined by '|'. */
-static void expect_pieces(const char *text, const char *want) {
+/* `text` cut by Llama 3's pattern (Qwen2's where `qwen2`) must give
+ * `want`, pieces joined by '|'. */
+static void cut_pieces(const char *text, const char *want, int qwen2) {
     char got[512];
     size_t k = 0, len = strlen(text);
     for (size_t pos = 0; pos < len;) {
-        size_t end = plait_pretokenize_next_llama3((const unsigned char *)text, len, pos);
+        size_t end = qwen2 ? plait_pretokenize_next_qwen2((const unsigned char *)text, len, pos)
+                           : plait_pretokenize_next_llama3((const unsigned char *)text, len, pos);
         assert_true(end > pos && end <= len);
         k += (size_t)snprintf(got + k, sizeof got - k, "%s%.*s", pos ? "|" : "", (int)(end - pos), text + pos);
         pos = end;
@@ -38,6 +40,8 @@ static void expect_pieces(const char *text, const char *want) {
     got[k] = '\0';
     if (strcmp(got, want) != 0) fail_msg("\"%s\" cut into \"%s\", expected \"%s\"", text, got, want);
 }
+
+static void expect_pieces(const char *text, const char *want) { cut_pieces(text, want, 0); }
 
 static void test_pieces(void **state) {
     (void)state;
@@ -105,6 +109,9 @@ static const char *const merges[][2] = {
 #define ID_BOS (ID_WORD + 1)
 #define ID_EOT (ID_WORD + 2)
 
+/* The normalizer write_json writes. */
+static const char *g_normalizer = "null";
+
 /* A Llama-3-style tokenizer.json; `pre` and `post` replace its
  * pre_tokenizer and post_processor when given. Ids: byte b is id b. */
 static const char *write_json(const char *name, int ignore_merges, const char *pre, const char *post) {
@@ -123,10 +130,10 @@ static const char *write_json(const char *name, int ignore_merges, const char *p
                           "{\"version\": \"1.0\", \"added_tokens\": ["
                           "{\"id\": %d, \"content\": \"<|begin_of_text|>\", \"special\": true},"
                           "{\"id\": %d, \"content\": \"<|end_of_text|>\", \"special\": true}],"
-                          "\"normalizer\": null, \"pre_tokenizer\": %s, \"post_processor\": %s,"
+                          "\"normalizer\": %s, \"pre_tokenizer\": %s, \"post_processor\": %s,"
                           "\"decoder\": {\"type\": \"ByteLevel\"},"
                           "\"model\": {\"type\": \"BPE\", \"ignore_merges\": %s, \"vocab\": {",
-                          ID_BOS, ID_EOT,
+                          ID_BOS, ID_EOT, g_normalizer,
                           pre ? pre
                               : "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
                                 "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"
@@ -311,11 +318,62 @@ static void test_refused(void **state) {
                    "post_processor.special_tokens", "<s>");
 }
 
+/* Qwen2's tokenizer.json (Qwen2, 2.5 and 3): the NFC normalizer before
+ * Llama 3's pattern with single digits. Digits are pieces of their own (no
+ * merge joins them), a decomposed character encodes as its composed form
+ * (and decodes so), ASCII text as it is; the normalizer and the pattern
+ * change the fingerprint and keep GPT-2's files from describing it; any
+ * other normalizer is refused. */
+#define QWEN2_SPLIT                                                                                                    \
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "                                 \
+    "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"                              \
+    "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"                                           \
+    "\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "                                      \
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]}"
+
+static void test_qwen2(void **state) {
+    (void)state;
+    cut_pieces("12345", "1|2|3|4|5", 1);
+    cut_pieces(" 2024-06", " |2|0|2|4|-|0|6", 1);
+    cut_pieces("I'M here", "I|'M| here", 1);
+    plait_tokenizer *t = NULL, *plain = NULL;
+    g_normalizer = "{\"type\": \"NFC\"}";
+    if (plait_tokenizer_load(write_json("qwen2", 1, QWEN2_SPLIT, "{\"type\": \"ByteLevel\"}"), &t) != PLAIT_OK)
+        fail_msg("%s", plait_last_error());
+    g_normalizer = "null";
+    if (plait_tokenizer_load(write_json("qwen2-plain", 1, QWEN2_SPLIT, "{\"type\": \"ByteLevel\"}"), &plain) !=
+        PLAIT_OK)
+        fail_msg("%s", plait_last_error());
+    assert_false(plait_tokenizer_gpt2_compatible(t));
+    assert_true(plait_tokenizer_fingerprint(t) != plait_tokenizer_fingerprint(plain));
+    EXPECT(t, "12345", '1', '2', '3', '4', '5');
+    EXPECT(t, "I'M here", 'I', 256, 258, 'r', 'e');
+    EXPECT(t, "a naïve", 'a', ID_WORD);
+    /* " nai" + U+0308 (combining diaeresis) + "ve": its NFC is the word's bytes */
+    static const char decomposed[] = "a nai\xcc\x88ve";
+    plait_token_buf ids = {0}, raw = {0};
+    assert_int_equal(plait_tokenizer_encode(t, decomposed, strlen(decomposed), &ids), PLAIT_OK);
+    assert_int_equal(ids.len, 2);
+    assert_int_equal(ids.ids[0], 'a');
+    assert_int_equal(ids.ids[1], ID_WORD);
+    /* without the normalizer the mark stays: other ids */
+    assert_int_equal(plait_tokenizer_encode(plain, decomposed, strlen(decomposed), &raw), PLAIT_OK);
+    assert_true(raw.len > 2);
+    plait_token_buf_free(&ids);
+    plait_token_buf_free(&raw);
+    plait_tokenizer_free(t);
+    plait_tokenizer_free(plain);
+    g_normalizer = "{\"type\": \"NFKC\"}";
+    assert_int_not_equal(plait_tokenizer_load(write_json("nfkc", 1, QWEN2_SPLIT, NULL), &t), PLAIT_OK);
+    g_normalizer = "null";
+    if (!strstr(plait_last_error(), "\"normalizer\" asks for a normalizer other than NFC"))
+        fail_msg("refusal: %s", plait_last_error());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pieces),
-        cmocka_unit_test(test_encode_decode),
-        cmocka_unit_test(test_save_copies_json),
+        cmocka_unit_test(test_qwen2),         cmocka_unit_test(test_pieces),
+        cmocka_unit_test(test_encode_decode), cmocka_unit_test(test_save_copies_json),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
