@@ -25,9 +25,9 @@ for f in configs/large/*.ini; do
   "$PLAIT_BIN" plan "$f" --ranks 1536 --cluster configs/clusters/selene.ini >"$E2E_WORK/plan.out" 2>&1 ||
     fail "$f: $(cat "$E2E_WORK/plan.out")"
 done
-# the Llama 3.1 shapes: the parameters `config check` counts within 1% of
-# Meta's published 8.0B, 70.6B and 405.9B
-for pair in "llama3-8b 8.0e9" "llama3-70b 70.6e9" "llama3-405b 405.9e9"; do
+# the Llama 3.1 and Qwen3 shapes: the parameters `config check` counts within 1% of
+# the published 8.0B, 70.6B and 405.9B (Meta) and 8.2B and 30.5B (Qwen)
+for pair in "llama3-8b 8.0e9" "llama3-70b 70.6e9" "llama3-405b 405.9e9" "qwen3-8b 8.2e9" "qwen3-30b-a3b 30.5e9"; do
   read -r name want <<<"$pair"
   n=$("$PLAIT_BIN" config check "configs/large/$name.ini" run.memory_check=false |
     sed -n 's/^model: .*: \([0-9]*\) parameters.*/\1/p')
