@@ -468,6 +468,18 @@ struct plait_model {
     size_t moe_bf16_bytes;
 };
 
+/* [model] qk_norm's kept parts of a block (block_acts.qkn, .qk_rstd):
+ * elements of q's heads then k's before their norms, and of their
+ * deviations, k's part starting at plait_qk_norm_k_at of q's. */
+static inline int64_t plait_qk_norm_heads(const plait_model *m) {
+    const int64_t BT = m->B * m->T;
+    return plait_qk_norm_k_at(BT * m->NHl * m->HS) + BT * m->NKVl * m->HS;
+}
+static inline int64_t plait_qk_norm_rows(const plait_model *m) {
+    const int64_t BT = m->B * m->T;
+    return plait_qk_norm_k_at(BT * m->NHl) + BT * m->NKVl;
+}
+
 /* The bf16 copies of a block half's product weights (bf16 activations):
  * the projection in (weight, bias) and the one out (weight; its bias is
  * read in float32 by the residual product). */

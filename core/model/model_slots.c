@@ -267,8 +267,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP(ln1_rstd, R);
             KEEP_PRODUCT(qkv, BT * m->Wq);
             if (m->desc->qk_norm) { /* q's and k's heads before their norms, and their deviations (qk_norm.c) */
-                KEEP_PRODUCT(qkn, plait_qk_norm_k_at(BT * m->NHl * m->HS) + BT * m->NKVl * m->HS);
-                KEEP(qk_rstd, plait_qk_norm_k_at(BT * m->NHl) + BT * m->NKVl);
+                KEEP_PRODUCT(qkn, plait_qk_norm_heads(m));
+                KEEP(qk_rstd, plait_qk_norm_rows(m));
             }
             KEEP(lse, m->B * m->NHl * m->T);
             KEEP_PRODUCT(atty, BT * m->Cl);

@@ -74,10 +74,8 @@ static size_t part_elems(const plait_model *m, size_t field) {
     if ((field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg)) && llama_bf16) return 0;
     if (field == offsetof(block_acts, res2)) return (size_t)(m->R * C);
     /* [model] qk_norm: q's heads and k's before their norms, and their deviations (qk_norm.c) */
-    if (field == offsetof(block_acts, qkn))
-        return m->desc->qk_norm ? (size_t)(plait_qk_norm_k_at(BT * m->NHl * m->HS) + BT * m->NKVl * m->HS) : 0;
-    if (field == offsetof(block_acts, qk_rstd))
-        return m->desc->qk_norm ? (size_t)(plait_qk_norm_k_at(BT * m->NHl) + BT * m->NKVl) : 0;
+    if (field == offsetof(block_acts, qkn)) return m->desc->qk_norm ? (size_t)plait_qk_norm_heads(m) : 0;
+    if (field == offsetof(block_acts, qk_rstd)) return m->desc->qk_norm ? (size_t)plait_qk_norm_rows(m) : 0;
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
     if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
