@@ -73,7 +73,14 @@ typedef struct plait_cost_rank {
                                     params_gathered) */
     double master_numel;         /* of those, unrounded and without a tied copy (whose values are its
                                   * original's): the weights a distributed optimizer keeps no whole
-                                  * float32 copy of ([optim.zeroN] master) */
+                                  * float32 copy of ([optim.zeroN] master), and ZeRO-3 gathers in bf16 */
+    /* ZeRO-3 on bf16 activations, which gathers master_numel's weights in
+     * bf16 (plugins/optim/common/zero.h): the floats its largest layer's
+     * gathered parameters take, such a weight counting half (0 = float32:
+     * largest_layer_numel), and its largest layer's bf16 copy of tied
+     * copies alone (the gpt head's), all the model copies itself then */
+    double largest_gather_numel;
+    double largest_tied_copy_numel;
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     /* of tp_msgs, the column-parallel products' input-gradient sums a
      * one-pass backward starts before their weight gradients ([parallel.tp]
@@ -209,6 +216,10 @@ double plait_cost_zero_unit_bytes(double bucket, int zero, int n);
  * written, its gradient read, both moments read and written (bf16 moments:
  * `moments16`, [optim] moments = bf16). */
 double plait_cost_adam_io(int moments16);
+/* 1 where rank r's layout runs ZeRO-3 on bf16 activations: the weights
+ * its products read through the bf16 copy gathered in bf16
+ * (largest_gather_numel, largest_tied_copy_numel). */
+int plait_cost_zero3_bf16(const plait_cost_rank *r, const plait_cost_job *j);
 /* Memory of one rank. */
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out);
 

@@ -24,6 +24,10 @@ double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
     return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
 }
 
+int plait_cost_zero3_bf16(const plait_cost_rank *r, const plait_cost_job *j) {
+    return j->zero >= 3 && r->bf16 && r->largest_gather_numel > 0;
+}
+
 double plait_cost_adam_io(int moments16) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
@@ -45,9 +49,11 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     /* stage 1 shards the optimizer state, 2 also the gradients, 3 also the
      * parameters (plugins/optim/common/zero.h); ZeRO-1/2 gathering bf16
      * weights (param_gather) keep their float32 shard as the master copy;
-     * the bf16 copy is whole on every rank but under ZeRO-3, whose model
-     * makes a layer's while its gathered parameters are there, in one
-     * buffer the largest layer's fills (model/model.h, params_gathered).
+     * the bf16 copy is whole on every rank but under ZeRO-3, which gathers
+     * the weights the products read in bf16 and hands them to the model,
+     * whose own copy is then a tied copy's alone (the gpt head's), made
+     * while its layer runs in one buffer (model/model.h,
+     * plait_model_lend_weight_copy).
      * As a distributed optimizer ([optim.zeroN] master: sharded where the
      * products read bf16 copies, the default) ZeRO-1/2 keep a shard too,
      * and no whole float32 copy of the weights the products read through
@@ -59,7 +65,9 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
                         (distributed || (r->param_wire > 0 && r->param_wire < 1));
     out->param = b.weight * (j->zero >= 3 ? shard : psi - (distributed ? r->master_numel : 0)) +
                  (shard_masters ? b.weight * shard : 0) +
-                 b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
+                 b.weight_copy *
+                     (j->zero >= 3 ? (plait_cost_zero3_bf16(r, j) ? r->largest_tied_copy_numel : r->largest_copy_numel)
+                                   : r->weight_copy_numel);
     /* [optim.zero1] grad_accum = bf16: slices as ZeRO-2's, bf16 but where
      * the offload store reads float32 ones (slice16), and over more than
      * one micro-batch a bf16 running sum of every gradient, whose buffer
@@ -110,7 +118,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * tensor. Stage 1 keeps f units in flight with their shards,
      * f (P + P/n); stage 2 a layer's gradients plus f units, U + f P;
      * stage 3 also the gathered parameters of g layers, the running one
-     * and those prefetched. f is [optim.zeroN] max_inflight (2 by
+     * and those prefetched, a weight the products read in bf16 at half. f is [optim.zeroN] max_inflight (2 by
      * default), g [optim.zero3] prefetch_layers + 1 (2), as the plugins
      * declare their buffers (zero_pool.c, zero_buffer_bytes). */
     if (j->zero > 0 && n > 1) {
@@ -119,8 +127,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         double U = b.grad * layer, P = b.grad * (big < layer ? big : layer);
         const double f = j->zero_inflight[j->zero] > 0 ? j->zero_inflight[j->zero] : 2;
         const double g = j->zero3_gathered > 0 ? j->zero3_gathered : 2;
+        /* ZeRO-3's gathered layers: bf16 where the products read bf16 */
+        const double gathered = plait_cost_zero3_bf16(r, j) ? r->largest_gather_numel : layer;
         if (j->zero == 1 && !accum16) out->buffers += f * (P + P / n);
-        else out->buffers += U + f * P + (j->zero == 3 ? g * b.weight * layer : 0);
+        else out->buffers += U + f * P + (j->zero == 3 ? g * b.weight * gathered : 0);
+        /* ZeRO-3 gathering bf16 from offloaded slices: one float32 slice to round */
+        if (j->zero == 3 && j->offload_params && plait_cost_zero3_bf16(r, j)) out->buffers += P / n;
         /* the widening piece of the bf16 sums or slices (ZERO_ACC_CHUNK) */
         if (sum16 || slice16) out->buffers += b.grad * 65536;
     }

@@ -203,7 +203,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
      * weights, the head's tied copy included where the head is bf16 (model/model_bf16.c) */
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
-    double layer_copy[4096] = {0};
+    double layer_copy[4096] = {0}, layer_master[4096] = {0}, layer_tied_copy[4096] = {0};
     /* the experts' weights too where they run bf16 (model/moe_experts_bf16.c) */
     const int copies = (s.bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
                        (plait_cost_experts_bf16(moe, &s, mesh->tp) ? PLAIT_BF16_COPY_EXPERTS : 0);
@@ -214,9 +214,16 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
         if (p->layer < 4096) layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
         if (!plait_tied_is_copy(p)) out->master_numel += e;
+        if (p->layer >= 4096) continue;
+        if (plait_tied_is_copy(p)) layer_tied_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
+        else layer_master[p->layer] += e;
     }
-    for (int l = 0; l < nl && l < 4096; l++)
+    for (int l = 0; l < nl && l < 4096; l++) {
         if (layer_copy[l] > out->largest_copy_numel) out->largest_copy_numel = layer_copy[l];
+        if (layer_tied_copy[l] > out->largest_tied_copy_numel) out->largest_tied_copy_numel = layer_tied_copy[l];
+        const double gathered = layer_numel[l] - layer_master[l] / 2;
+        if (s.bf16 && gathered > out->largest_gather_numel) out->largest_gather_numel = gathered;
+    }
 
     /* FLOPs: each local layer's forward estimate, x3 for forward + backward, split over TP (heads, MLP
      * columns, vocabulary), and the forwards a recompute mode runs again; of T / cp tokens a sequence */

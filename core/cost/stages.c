@@ -471,6 +471,21 @@ static const struct live_entry *live_of(plait_cost_model *model, const char *sch
     return e;
 }
 
+/* Layer ly's bf16 copy into rank r (x: the share of its experts' copy,
+ * 1 / ep where they run bf16, else 0); returns its masters, the weights
+ * read only through the copy (those ZeRO-3 gathers in bf16). A tied
+ * copy's is what the masters leave, each rounded up to 8 (a bound). */
+static double add_copy(plait_cost_rank *r, const tp_slices *t, int ly, double x) {
+    const double copy = t->layer_copy[ly] + x * t->layer_xcopy[ly];
+    const double master = t->layer_master[ly] + x * t->layer_xmaster[ly];
+    r->weight_copy_numel += copy;
+    r->master_numel += master;
+    if (copy > r->largest_copy_numel) r->largest_copy_numel = copy;
+    const double tied = copy - master > 8 * t->layer_tensors[ly] ? copy - master : 0;
+    if (tied > r->largest_tied_copy_numel) r->largest_tied_copy_numel = tied;
+    return master;
+}
+
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
                             plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages) {
     const plait_model_spec *spec = m->spec;
@@ -516,6 +531,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->sp = s.sp;
         r->msg_bytes = plait_cost_message_bytes(&s);
         int blocks = 0, emb = 0, head = 0, sparse = 0;
+        double master = 0; /* the layer's weights read only through the bf16 copy */
         const double *live = all_live + (size_t)st * v;
         for (int c = 0; c < v; c++) {
             int k = c * p + st, first = b[k], last = b[k + 1] - 1;
@@ -536,13 +552,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                                plait_cost_sparse_unkept_bytes(&s));
                     sparse++;
                 }
-                if (s.bf16) { /* the experts' E / ep where they run bf16 */
-                    const double x = plait_cost_experts_bf16(&m->moe, &s, tp) ? 1.0 / ep : 0;
-                    const double copy = t->layer_copy[ly] + x * t->layer_xcopy[ly];
-                    r->weight_copy_numel += copy;
-                    r->master_numel += t->layer_master[ly] + x * t->layer_xmaster[ly];
-                    if (copy > r->largest_copy_numel) r->largest_copy_numel = copy;
-                }
+                /* the experts' E / ep where they run bf16 */
+                if (s.bf16) master = add_copy(r, t, ly, plait_cost_experts_bf16(&m->moe, &s, tp) ? 1.0 / ep : 0);
                 /* a tied copy counts where its original is not on the stage */
                 r->tensors += t->layer_tensors[ly];
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) {
@@ -551,6 +562,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 }
                 r->param_numel += e;
                 if (e > r->largest_layer_numel) r->largest_layer_numel = e;
+                if (s.bf16 && e - master / 2 > r->largest_gather_numel) r->largest_gather_numel = e - master / 2;
+                master = 0;
                 /* its largest tensor's slice: a checkpoint's buffer (ckpt_cost.h) */
                 double big = t->layer_tensor[ly] > t->layer_expert[ly] / ep ? t->layer_tensor[ly]
                                                                             : t->layer_expert[ly] / ep;

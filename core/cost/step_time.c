@@ -251,7 +251,13 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         *ahead = ag - first;
         *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
+        /* on bf16 activations the weights the products read travel in
+         * bf16 (master_numel), the others in param_gather's format */
         double U = b.weight * r->largest_layer_numel * w;
+        if (plait_cost_zero3_bf16(r, j) && w >= 1) {
+            U = b.weight * r->largest_gather_numel;
+            W -= 2 * r->master_numel;
+        }
         double first = dp_gather(d, U, 1);
         /* a gather a unit (zero_gather.c's start_gather), and units never
          * span two layers */
@@ -280,8 +286,12 @@ static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes_of(&b);
     int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
     double copies = j->zero >= 3 ? 2.0 * (r->micro_batches > 0 ? r->micro_batches : 1) : 1;
+    /* ZeRO-3 gathering bf16: each rank rounds its slice of those weights
+     * at each gather, the model makes no copy of them */
+    const double made = plait_cost_zero3_bf16(r, j) ? r->weight_copy_numel - r->master_numel + r->master_numel / n
+                                                    : r->weight_copy_numel;
     return plait_cost_adam_io(j->moments16) * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) +
-           b.copy_io * r->weight_copy_numel * copies;
+           b.copy_io * made * copies;
 }
 
 /* Ring attention's transfers in a step (cost.h, plait_cost_rank's cp_*)

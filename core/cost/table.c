@@ -152,9 +152,10 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
             m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit: ", r->fits ? "" : r->why);
     const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
     char copy[128] = "";
-    if (ms->bf16 && z >= 3) /* made for a layer's call alone (model/model.h, params_gathered) */
-        snprintf(copy, sizeof copy, "; + the products' bf16 copy of one layer at a time, 2 bytes each of %.4g weights",
-                 ms->largest_copy_numel);
+    if (ms->bf16 && z >= 3 && ms->largest_tied_copy_numel > 0) /* the rest gathered in bf16 (model/model.h) */
+        snprintf(copy, sizeof copy, "; + the bf16 copy of a tied head while it runs, 2 bytes each of %.4g weights",
+                 ms->largest_tied_copy_numel);
+    else if (ms->bf16 && z >= 3) snprintf(copy, sizeof copy, "; the products' weights gathered in bf16, no copy");
     else if (ms->bf16)
         snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
     fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s%s)\n", m->param / GiB, b.weight,

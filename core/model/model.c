@@ -446,6 +446,7 @@ void plait_model_free(plait_model *m) {
     free(m->moe_counts);
     free(m->wbf);
     free(m->wbf_kept);
+    free(m->wbf_slot);
     free(m->layer_epoch);
     free(m->slots);
     free(m->param);

@@ -261,7 +261,8 @@ int64_t plait_model_head_chunk_rows(const plait_model *m);
  * activations): device memory under the tag "parameters", held while the
  * model lives: every local product weight's copy, or where the parameters
  * are gathered a layer at a time (create_args.params_gathered: ZeRO-3)
- * the largest local layer's. */
+ * the largest local layer's; the lent copies not counted
+ * (plait_model_lend_weight_copy). */
 uint64_t plait_model_weight_copy_bytes(const plait_model *m);
 /* Hands the bf16 copy of global parameter gi to the caller, who fills it
  * from then on (an optimizer keeping the float32 master sharded,
@@ -271,6 +272,21 @@ uint64_t plait_model_weight_copy_bytes(const plait_model *m);
  * copy (its values are its original's, read in float32). The copy lives
  * as long as the model. */
 plait_bf16 *plait_model_keep_weight_copy(plait_model *m, int32_t gi);
+/* Lends the bf16 copy of global parameter gi to an optimizer that gathers
+ * the parameter in bf16 itself (PLAIT_OPTIM_GATHERS_COPIES: ZeRO-3): from
+ * then on the products read the bf16 values at *slot, which the optimizer
+ * sets before each forward and backward call of gi's layer (the model
+ * reads the slot when the call starts, and errs naming the parameter
+ * where it is NULL), and the parameter's data may be NULL. The slot is
+ * the caller's and must outlive the model. 1 where lent; 0 where the
+ * model keeps no copy of gi (as plait_model_keep_weight_copy's NULL) or
+ * it is kept; -1 out of memory. plait_model_settle_weight_copies then
+ * gives back the copies' room. */
+int plait_model_lend_weight_copy(plait_model *m, int32_t gi, void *const *slot);
+/* After the lending: the copy buffer made again for the copies the model
+ * still makes (plait_model_weight_copy_bytes shrinks by the lent ones).
+ * Call before the first forward. */
+plait_status plait_model_settle_weight_copies(plait_model *m);
 
 /* The rule that grants bf16 activations, stated once: plait_model_create
  * applies it, and the cost model (core/cost) predicts a layout's memory

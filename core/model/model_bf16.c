@@ -78,6 +78,10 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
                                      (m->bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
                                          (m->moe_bf16 ? PLAIT_BF16_COPY_EXPERTS : 0)))
             continue;
+        if (m->wbf_kept && m->wbf_kept[gi] == WBF_LENT) { /* the optimizer's buffer, not ours */
+            if (base) m->wbf[gi] = NULL;
+            continue;
+        }
         if (m->wbf_per_layer && d->params[gi].layer != layer) off = 0, layer = d->params[gi].layer;
         if (base) m->wbf[gi] = base + off;
         off += plait_model_bf16_copy_numel(m->param[gi]->numel);
@@ -107,13 +111,22 @@ plait_status plait_model_bf16_weights_alloc(plait_model *m) {
  * the compute stream before the next layer's copy is made there, so one
  * buffer serves every layer. */
 plait_status plait_model_bf16_weights_refresh(plait_model *m, int32_t layer) {
-    if (!m->bf16 || (m->layer_epoch[layer] == m->weights_epoch && (!m->wbf_per_layer || m->wbf_layer == layer)))
-        return PLAIT_OK;
+    if (!m->bf16) return PLAIT_OK;
     const plait_model_desc *d = m->desc;
     const plait_layer *ly = &d->layers[layer];
+    /* a lent copy is where the optimizer's hook for this call put it */
+    for (int32_t gi = ly->first_param; m->wbf_lent && gi < ly->first_param + ly->n_params; gi++) {
+        if (m->wbf_kept[gi] != WBF_LENT) continue;
+        m->wbf[gi] = *m->wbf_slot[gi];
+        if (!m->wbf[gi])
+            return plait_set_error(PLAIT_ERR_INTERNAL,
+                                   "model: the bf16 values of %s were not gathered before layer %s ran",
+                                   d->params[gi].name, plait_model_layer_name(m, layer));
+    }
+    if (m->layer_epoch[layer] == m->weights_epoch && (!m->wbf_per_layer || m->wbf_layer == layer)) return PLAIT_OK;
     m->wbf_layer = -1; /* the buffer holds no whole layer until the copies below are made */
     for (int32_t gi = ly->first_param; gi < ly->first_param + ly->n_params; gi++) {
-        if (!m->wbf[gi] || m->wbf_kept[gi]) continue; /* a kept copy: its owner fills it */
+        if (!m->wbf[gi] || m->wbf_kept[gi]) continue; /* a kept or lent copy: its owner fills it */
         if (!m->param[gi]->data) return plait_model_param_missing(m, gi, layer, PARAM_DATA);
         m->k->to_bf16(m->wbf[gi], m->param[gi]->data, m->param[gi]->numel);
     }
@@ -134,8 +147,39 @@ plait_bf16 *plait_model_keep_weight_copy(plait_model *m, int32_t gi) {
     if (!m->bf16 || gi < 0 || gi >= m->desc->spec.n_params || !m->wbf[gi] ||
         plait_tied_is_copy(&m->desc->spec.params[gi]))
         return NULL;
-    m->wbf_kept[gi] = 1;
+    m->wbf_kept[gi] = WBF_KEPT;
     return m->wbf[gi];
+}
+
+int plait_model_lend_weight_copy(plait_model *m, int32_t gi, void *const *slot) {
+    if (!m->bf16 || !slot || gi < 0 || gi >= m->desc->spec.n_params || !m->wbf[gi] || m->wbf_kept[gi] ||
+        plait_tied_is_copy(&m->desc->spec.params[gi]))
+        return 0;
+    if (!m->wbf_slot) {
+        m->wbf_slot = calloc((size_t)m->desc->spec.n_params, sizeof *m->wbf_slot);
+        if (!m->wbf_slot) return -1;
+    }
+    m->wbf_kept[gi] = WBF_LENT;
+    m->wbf_slot[gi] = slot;
+    m->wbf_lent = 1;
+    return 1;
+}
+
+/* The buffer laid out again without the lent copies: where every copy of
+ * a layer is lent (ZeRO-3 gathering them, llama's blocks) it holds what
+ * is left, the gpt head's tied copy, or nothing. */
+plait_status plait_model_settle_weight_copies(plait_model *m) {
+    if (!m->bf16 || !m->wbf_lent) return PLAIT_OK;
+    const size_t bytes = bf16_weights_carve(m, NULL) * sizeof(plait_bf16);
+    plait_bf16 *mem = plait_device_alloc(bytes ? bytes : 16, "parameters");
+    if (!mem) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the bf16 copy of the weights (%zu bytes)", bytes);
+    plait_device_free(m->wbf_mem);
+    m->wbf_mem = mem;
+    m->wbf_bytes = bytes;
+    bf16_weights_carve(m, mem);
+    m->wbf_layer = -1;
+    m->weights_epoch++; /* every copy the buffer holds is made again */
+    return PLAIT_OK;
 }
 
 void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }

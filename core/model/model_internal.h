@@ -42,6 +42,9 @@ enum { MOE_ROUTER, MOE_BIAS, MOE_EXPERTS };
 #define MOE_LLAMA_TENSORS 3
 
 /* [model] moe_*: the mixture of experts (moe.c; docs/models.md). */
+/* plait_model.wbf_kept's values */
+enum { WBF_KEPT = 1, WBF_LENT = 2 };
+
 typedef struct moe_desc {
     int32_t experts; /* 0: a dense model */
     int32_t top_k, shared, ffn, every;
@@ -376,9 +379,14 @@ struct plait_model {
     plait_bf16 *head_lnf, *head_logits;
     int64_t head_rows;
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
-    unsigned char *wbf_kept;          /* [n_params]: 1 where the optimizer fills the copy
-                                       * (plait_model_keep_weight_copy); the parameter's
-                                       * data may then be NULL */
+    unsigned char *wbf_kept;          /* [n_params]: WBF_KEPT where the optimizer fills the copy
+                                       * (plait_model_keep_weight_copy), WBF_LENT where it
+                                       * gathers the bf16 values itself and wbf_slot says where
+                                       * (plait_model_lend_weight_copy); the parameter's data
+                                       * may then be NULL */
+    void *const **wbf_slot;           /* [n_params] or NULL: a lent copy's slot, which the
+                                       * optimizer's hook sets before the layer's call */
+    int wbf_lent;                     /* some copy is lent */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
     /* the parameters are there only while their layer runs (ZeRO-3,

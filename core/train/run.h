@@ -88,6 +88,12 @@ typedef struct plait_run_params {
      * optimizer keeps sharded (plait_run_keep_masters; such a parameter
      * has no float32 storage here), or NULL where none is */
     void **weight_copy;
+    /* [set.n_params] where an optimizer gathering bf16 copies itself
+     * (PLAIT_OPTIM_GATHERS_COPIES) does (copy_gathered) and the slots
+     * where it points the model at a layer's gathered bf16 values
+     * (plait_run_lend_copies), or NULL */
+    unsigned char *copy_gathered;
+    void **copy_view;
     plait_sum_tree *tree;     /* deterministic mode: accumulation over micro-batches */
     float *grad_scratch;
 } plait_run_params;

@@ -56,6 +56,11 @@ plait_status plait_run_alloc_storage(plait_run *run);
  * (params.weight_copy). Refuses master = sharded where the model reads
  * float32 weights, naming the key and why (plait_check_masters). */
 plait_status plait_run_keep_masters(plait_run *run);
+/* After the model exists: with an optimizer that owns the parameters and
+ * gathers bf16 copies itself (PLAIT_OPTIM_GATHERS_COPIES, ABI 1.37), the
+ * model's copies lent to it (params.copy_view), the model's own copy
+ * buffer shrunk to what it still makes. */
+plait_status plait_run_lend_copies(plait_run *run);
 
 /* Data (run_data.c). */
 plait_status plait_run_data_open(plait_run *run);

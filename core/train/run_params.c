@@ -98,6 +98,37 @@ plait_status plait_run_keep_masters(plait_run *run) {
     return PLAIT_OK;
 }
 
+plait_status plait_run_lend_copies(plait_run *run) {
+    const uint32_t need = PLAIT_OPTIM_OWNS_PARAMS | PLAIT_OPTIM_GATHERS_COPIES;
+    if ((run->optim.flags & need) != need || run->optim.abi_minor < 37 ||
+        !plait_model_bf16_activations(run->model.instance))
+        return PLAIT_OK;
+    const int32_t n = run->params.set.n_params;
+    run->params.copy_view = calloc(n ? (size_t)n : 1, sizeof *run->params.copy_view);
+    run->params.copy_gathered = calloc(n ? (size_t)n : 1, 1);
+    if (!run->params.copy_view || !run->params.copy_gathered)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the weight copies");
+    int any = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const plait_param *p = &run->params.set.params[i];
+        /* a tied pair's values are its original's, read in float32, and
+         * gathered so */
+        if (plait_tied_original(p) >= 0 || (p->flags & PLAIT_PARAM_TIED_REMOTE)) continue;
+        int lent = plait_model_lend_weight_copy(run->model.instance, p->index, &run->params.copy_view[i]);
+        if (lent < 0) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the weight copies");
+        run->params.copy_gathered[i] = (unsigned char)lent;
+        any |= lent;
+    }
+    if (!any) {
+        free(run->params.copy_view);
+        free(run->params.copy_gathered);
+        run->params.copy_view = NULL;
+        run->params.copy_gathered = NULL;
+        return PLAIT_OK;
+    }
+    return plait_model_settle_weight_copies(run->model.instance);
+}
+
 plait_status plait_run_alloc_storage(plait_run *run) {
     size_t bytes = run->params.flat_numel * sizeof(float);
     void *const *kept = run->params.weight_copy;
@@ -153,6 +184,10 @@ void plait_run_free_params(plait_run *run) {
     run->params.set.params = NULL;
     free(run->params.weight_copy);
     run->params.weight_copy = NULL;
+    free(run->params.copy_view);
+    free(run->params.copy_gathered);
+    run->params.copy_view = NULL;
+    run->params.copy_gathered = NULL;
     free(run->params.local_of_global);
     run->params.local_of_global = NULL;
 }

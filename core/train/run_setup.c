@@ -220,7 +220,9 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic,
                              .edp_comm = run->world.mesh.edp_comm, /* dpcp_comm when ep = 1 */
-                             .weight_copy = run->params.weight_copy};
+                             .weight_copy = run->params.weight_copy,
+                             .copy_gathered = run->params.copy_gathered,
+                             .copy_view = run->params.copy_view};
     plait_plugin_call call;
     plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, run->optim.ops, "create");
     plait_status st = plait_plugin_call_leave(&call, run->optim.ops->create(&init, &run->optim.state));
@@ -286,6 +288,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = plait_run_keep_masters(run);
+    if (st == PLAIT_OK) st = plait_run_lend_copies(run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(run);
     plait_run_source source;
     int have_source = 0;

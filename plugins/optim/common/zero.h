@@ -112,7 +112,14 @@
  *
  * Parameters (ZeRO-3, zero_gather.c). A layer's units are all-gathered in
  * before_forward/before_backward and released in after_forward/
- * after_backward. Prefetch follows the order hooks arrived in during the
+ * after_backward. On a bf16 run (ABI 1.37, plait_optim_init.copy_gathered)
+ * the weights the model reads only through their bf16 copy are units of
+ * their own, gathered in bf16: each rank rounds its float32 slice
+ * (to_bf16, the rounding the model made of the gathered float32 weight,
+ * elementwise, so the same bits), the bf16 slices are all-gathered into a
+ * bf16 buffer, half a float32 unit's, and the model reads them there
+ * (copy_view); it keeps no copy of them (PyTorch FSDP's param_dtype =
+ * bfloat16, DeepSpeed's ZeRO-3 gathering its fp16/bf16 parameters). Prefetch follows the order hooks arrived in during the
  * previous step (first step: forward ascending, backward descending): the
  * gathers of the next `prefetch_layers` hooks' layers are started early, and a
  * released unit that one of them needs is kept rather than gathered again.
@@ -206,6 +213,8 @@ typedef struct zero_unit {
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
     /* ZeRO-3 parameters */
+    int bf16;              /* every member is read by the model through bf16 values
+                            * this engine gathers (z->gathered16): pbuf holds bf16 */
     float *pbuf;           /* gathered unit, or NULL */
     plait_request *ag_req; /* gather in flight */
     int32_t held;          /* layers in use needing it */
@@ -216,6 +225,10 @@ typedef struct zero_unit {
 /* The elements unit u's running sum takes in acc: its padded size, rounded
  * up to 8 so that every unit's sum starts on 16 bytes. */
 static inline size_t zero_acc_span(const zero_unit *u) { return (u->padded + 7) & ~(size_t)7; }
+
+/* The floats a gathered unit's buffer takes: its padded elements, bf16
+ * (two a float) where the unit is gathered in bf16. */
+static inline size_t zero_gathered_floats(const zero_unit *u) { return u->bf16 ? (u->padded + 1) / 2 : u->padded; }
 
 /* Kinds of hook events in the prefetch trace. */
 #define ZERO_EV_FWD 0
@@ -326,6 +339,12 @@ typedef struct zero {
                                    * (plait_optim_init.weight_copy); NULL when none is kept */
     size_t kept_numel;            /* elements of the parameters with a kept copy (no float32
                                    * storage in the core) */
+    /* ZeRO-3 gathering bf16 copies (PLAIT_OPTIM_GATHERS_COPIES): per local
+     * parameter 1 where the model reads bf16 values gathered here
+     * (plait_optim_init.copy_gathered), and the slots pointed at them while
+     * its layer is held (copy_view); NULL when the core passed none */
+    const unsigned char *gathered16;
+    void **view;
     float *whole_grad;            /* ZeRO-2/3: gradients of whole units [whole_numel] */
     float *residual;              /* onebit: every unit's error feedback (res_off) */
     size_t residual_numel;
@@ -388,7 +407,9 @@ static inline plait_bf16 *zero_slice16(const zero *z, const zero_unit *u) {
 /* Bytes of working buffers the partition declares: ZeRO-1 max_inflight
  * reductions of the largest unit (with its received slice); ZeRO-2/3 the
  * largest layer's gradient units and max_inflight largest units; ZeRO-3
- * also the gathered units of prefetch_layers + 1 layers. The pool releases
+ * also the gathered units of prefetch_layers + 1 layers (a bf16 unit at
+ * half), and where it gathers bf16 from offloaded slices one float32
+ * slice to round. The pool releases
  * unused buffers rather than grow past it. */
 uint64_t zero_buffer_bytes(const zero *z);
 /* A buffer of at least `numel` floats (reused, or allocated and kept). */

@@ -27,9 +27,15 @@ static plait_status append(zero *z, int32_t **arr, int32_t *n, int32_t *cap, int
     return PLAIT_OK;
 }
 
-/* Point the unit's parameters (and tied copies of them) at its buffer, or NULL. */
+/* Point the unit's parameters (and tied copies of them) at its buffer, or
+ * NULL; a bf16 unit's are the model's views (their data stays NULL). */
 static void set_ptrs(zero *z, int32_t ui, float *base) {
     zero_unit *u = &z->units[ui];
+    if (u->bf16) {
+        for (int32_t k = 0; k < u->count; k++)
+            z->view[u->first + k] = base ? (plait_bf16 *)base + z->param_off[u->first + k] : NULL;
+        return;
+    }
     for (int32_t k = 0; k < u->count; k++)
         z->params->params[u->first + k].data = base ? base + z->param_off[u->first + k] : NULL;
     for (int32_t c = 0; c < z->n_units; c++)
@@ -37,21 +43,45 @@ static void set_ptrs(zero *z, int32_t ui, float *base) {
             z->params->params[z->units[c].first].data = base; /* the original is alone at offset 0 */
 }
 
+/* This rank's float32 slice of unit u into its place in the gathered
+ * buffer: as it is, or rounded where the unit gathers bf16. */
+static plait_status own_slice(zero *z, const zero_unit *u, float *buf) {
+    const plait_kernels *k = z->host->kernels;
+    const size_t lo = zero_lo(z, u);
+    if (!u->bf16) {
+        if (z->pshard) {
+            k->copy(buf + lo, z->pshard + u->shard_off, u->shard);
+            return PLAIT_OK;
+        }
+        return optim_offload_fetch(z->store, 2, u->shard_off, buf + lo, u->shard); /* offload_params */
+    }
+    plait_bf16 *dst = (plait_bf16 *)buf + lo;
+    if (z->pshard) {
+        k->to_bf16(dst, z->pshard + u->shard_off, u->shard);
+        return PLAIT_OK;
+    }
+    float *tmp = zero_buf_get(z, u->shard); /* the slice read from the store, then rounded */
+    if (!tmp) return PLAIT_ERR_NO_MEMORY;
+    plait_status st = optim_offload_fetch(z->store, 2, u->shard_off, tmp, u->shard);
+    if (st == PLAIT_OK) k->to_bf16(dst, tmp, u->shard);
+    zero_buf_put(z, tmp);
+    return st;
+}
+
 static plait_status start_gather(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     if (u->pbuf) return PLAIT_OK;
-    float *buf = zero_buf_get(z, u->padded);
+    float *buf = zero_buf_get(z, zero_gathered_floats(u));
     if (!buf) return PLAIT_ERR_NO_MEMORY;
-    plait_status st = PLAIT_OK;
-    if (z->pshard) z->host->kernels->copy(buf + zero_lo(z, u), z->pshard + u->shard_off, u->shard);
-    else st = optim_offload_fetch(z->store, 2, u->shard_off, buf + zero_lo(z, u), u->shard); /* offload_params */
+    plait_status st = own_slice(z, u, buf);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         return st;
     }
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero3 parameter all-gather");
-    o.compression = (uint32_t)z->param_gather;
-    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
+    o.compression = u->bf16 ? PLAIT_COMPRESS_NONE : (uint32_t)z->param_gather; /* bf16 already */
+    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, u->bf16 ? PLAIT_BF16 : PLAIT_F32, &o,
+                                  &u->ag_req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         u->ag_req = NULL;

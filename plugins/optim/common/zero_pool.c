@@ -23,7 +23,8 @@ uint64_t zero_buffer_bytes(const zero *z) {
     for (int32_t l = 0; l < z->n_layer_slots; l++) {
         size_t g = 0, q = 0;
         for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) g += z->units[z->grad_units[k]].padded;
-        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].padded;
+        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++)
+            q += zero_gathered_floats(&z->units[z->gather_units[k]]);
         if (g > per_layer) per_layer = g;
         if (q > gather_per_layer) gather_per_layer = q;
     }
@@ -34,6 +35,9 @@ uint64_t zero_buffer_bytes(const zero *z) {
     if (!z->owns_grads) elems = f * (P + P / n);
     else elems = per_layer + f * P;
     if (z->zero_stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
+    /* a bf16 gather of slices the offload store holds: the float32 slice it
+     * hands over, rounded into the unit (zero_gather.c) */
+    if (z->zero_stage == 3 && z->gathered16 && z->offload.params) elems += P / n + 1;
     return (uint64_t)elems * sizeof(float);
 }
 

@@ -250,6 +250,14 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         for (int32_t i = 0; i < z->params->n_params; i++)
             if (z->wcopy[i]) z->kept_numel += z->params->params[i].numel;
     }
+    int views = init->struct_size >= offsetof(plait_optim_init, copy_view) + sizeof init->copy_view;
+    if (st == PLAIT_OK && views && init->copy_gathered && init->copy_view && zero_stage == 3) {
+        if (!host->kernels->to_bf16)
+            st = host->set_error(PLAIT_ERR_UNSUPPORTED, "%s: no to_bf16 in the kernel table to gather bf16 weights",
+                                 name);
+        z->gathered16 = init->copy_gathered;
+        z->view = init->copy_view;
+    }
     if (st != PLAIT_OK) {
         zero_destroy(z);
         return st;
@@ -627,9 +635,9 @@ static uint32_t zero1_flags_for(const plait_host *host, const plait_config *cfg)
 const plait_optim_ops zero1_ops = ZERO_OPS(1, ZERO1_FLAGS, zero1_flags_for);
 #define ZERO2_FLAGS (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_SHARDS_MASTERS)
 const plait_optim_ops zero2_ops = ZERO_OPS(2, ZERO2_FLAGS, NULL);
-const plait_optim_ops zero3_ops = ZERO_OPS(3,
-                                           PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS,
-                                           NULL);
+#define ZERO3_FLAGS                                                                                                    \
+    (PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS | PLAIT_OPTIM_GATHERS_COPIES)
+const plait_optim_ops zero3_ops = ZERO_OPS(3, ZERO3_FLAGS, NULL);
 
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};

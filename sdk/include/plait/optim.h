@@ -44,7 +44,17 @@ enum {
      * storage for the parameter (plait_param.data stays NULL), and the
      * plugin fills the copy from the master in materialize() and after
      * every step(). */
-    PLAIT_OPTIM_SHARDS_MASTERS = 1u << 3
+    PLAIT_OPTIM_SHARDS_MASTERS = 1u << 3,
+    /* ABI 1.37, with PLAIT_OPTIM_OWNS_PARAMS: the plugin gathers a
+     * parameter the model reads only through its bf16 copy in bf16 itself
+     * (PyTorch FSDP's param_dtype = bfloat16): where the core passes
+     * plait_optim_init.copy_view, each rank rounds its float32 slice
+     * (to_bf16's rounding, as the model would round the gathered whole)
+     * and the bf16 slices are all-gathered into a bf16 buffer the products
+     * read directly; the model keeps no copy of its own for them and the
+     * parameter's data stays NULL. Half the bytes on the wire and in the
+     * gathered buffers, and the same bits as a float32 gather. */
+    PLAIT_OPTIM_GATHERS_COPIES = 1u << 4
 };
 
 typedef struct plait_optim_init {
@@ -74,6 +84,18 @@ typedef struct plait_optim_init {
      * on every rank of dp_comm, before materialize() and step() return.
      * Borrowed, valid until destroy(). */
     void *const *weight_copy;
+    /* ABI 1.37, only for a plugin declaring PLAIT_OPTIM_GATHERS_COPIES:
+     * NULL, or [params->n_params] flags, 1 where the model reads the
+     * parameter only through bf16 values that the plugin gathers (0: read
+     * in float32, or a tied pair's, gathered in float32 as before). Such a
+     * parameter's data stays NULL: its hook before each forward and
+     * backward call of the parameter's layer sets copy_view[i] to the bf16
+     * values (numel of them, tensor memory, 16-byte aligned, every element
+     * on every rank of the group), valid until the hook after that call.
+     * Both arrays are the core's, valid until destroy(); only the plugin
+     * writes copy_view's entries, from the training thread. */
+    const unsigned char *copy_gathered;
+    void **copy_view;
 } plait_optim_init;
 
 /* ABI 1.34: what check() is told of a layout, before any rank starts. The

@@ -55,7 +55,7 @@ extern "C" {
 
 /* Minor versions of ABI 1: sdk/README.md lists what each added. */
 #define PLAIT_ABI_MAJOR 1
-#define PLAIT_ABI_MINOR 36
+#define PLAIT_ABI_MINOR 37
 #define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
 #define PLAIT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
 #define PLAIT_ABI_VERSION_MINOR(v) ((uint32_t)(v)&0xffffu)
