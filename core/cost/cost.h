@@ -216,6 +216,12 @@ double plait_cost_zero_unit_bytes(double bucket, int zero, int n);
  * written, its gradient read, both moments read and written (bf16 moments:
  * `moments16`, [optim] moments = bf16). */
 double plait_cost_adam_io(int moments16);
+/* 1 where rank r's layout runs ZeRO-1/2 as a distributed optimizer
+ * ([optim.zeroN] master sharded, the default on a bf16 run with the
+ * weights' bf16 copy, dp x cp > 1): the weights read through the copy
+ * (master_numel) keep no whole float32 copy, and their updated values
+ * are gathered in bf16 (plugins/optim/common/zero.h). */
+int plait_cost_distributed(const plait_cost_rank *r, const plait_cost_job *j);
 /* 1 where rank r's layout runs ZeRO-3 on bf16 activations: the weights
  * its products read through the bf16 copy gathered in bf16
  * (largest_gather_numel, largest_tied_copy_numel). */

@@ -24,6 +24,11 @@ double plait_cost_zero_unit_bytes(double bucket, int zero, int n) {
     return floor > PLAIT_COST_ZERO_BUCKET ? floor : PLAIT_COST_ZERO_BUCKET;
 }
 
+int plait_cost_distributed(const plait_cost_rank *r, const plait_cost_job *j) {
+    const double n = (r->dp > 0 ? r->dp : 1) * (j->cp > 1 ? j->cp : 1);
+    return j->zero >= 1 && j->zero <= 2 && n > 1 && r->master_numel > 0 && !(j->whole_masters & (1 << j->zero));
+}
+
 int plait_cost_zero3_bf16(const plait_cost_rank *r, const plait_cost_job *j) {
     return j->zero >= 3 && r->bf16 && r->largest_gather_numel > 0;
 }
@@ -59,8 +64,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * and no whole float32 copy of the weights the products read through
      * the bf16 copy (master_numel): 2 + 4/n bytes of such a weight where
      * plain ZeRO-1/2 keep 6 */
-    int distributed = j->zero >= 1 && j->zero <= 2 && n > 1 && r->master_numel > 0 &&
-                      !(j->whole_masters & (1 << j->zero));
+    int distributed = plait_cost_distributed(r, j);
     int shard_masters = j->zero >= 1 && j->zero <= 2 && n > 1 &&
                         (distributed || (r->param_wire > 0 && r->param_wire < 1));
     out->param = b.weight * (j->zero >= 3 ? shard : psi - (distributed ? r->master_numel : 0)) +

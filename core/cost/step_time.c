@@ -213,6 +213,10 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
      * layers' of stage 3) move that share of their bytes */
     double g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
+    /* a distributed optimizer's updated weights read through the bf16
+     * copy travel in bf16, whatever param_gather says of the others: W'
+     * the gathers' bytes at float32's rate */
+    const double Wg = plait_cost_distributed(r, j) && w >= 1 ? W - 2 * r->master_numel : W;
     /* ZeRO's units (plait_cost_zero_unit_bytes), never two layers */
     double unit = j->zero > 0 ? plait_cost_zero_unit_bytes(j->bucket_bytes, j->zero, n) : j->bucket_bytes;
     const int grown = j->zero > 0 && unit > (j->bucket_bytes > 0 ? j->bucket_bytes : PLAIT_COST_ZERO_BUCKET);
@@ -232,10 +236,10 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
             *hidden = S > last ? dp_sums(d, S - last, parts, 1) : 0;
             double units = parts_of(r, W, unit);
             if (grown && units < layers) units = layers;
-            double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
+            double ag = dp_gather(d, Wg * w, units), first = overlap ? ag / units : ag;
             *exposed = dp_sums(d, last, 1, 1) + first;
             *ahead = ag - first;
-            *bytes = (n - 1.0) / n * (S + W * w);
+            *bytes = (n - 1.0) / n * (S + Wg * w);
         }
         return;
     }
@@ -245,11 +249,11 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     double rs = dp_sums(d, G, units, m);
     if (j->zero == 2) {
         double tail = dp_sums(d, last, 1, 1);
-        double ag = dp_gather(d, W * w, units), first = overlap ? ag / units : ag;
+        double ag = dp_gather(d, Wg * w, units), first = overlap ? ag / units : ag;
         *hidden = rs - tail;
         *exposed = tail + first;
         *ahead = ag - first;
-        *bytes = (n - 1.0) / n * (m * G + W * w);
+        *bytes = (n - 1.0) / n * (m * G + Wg * w);
     } else {
         /* on bf16 activations the weights the products read travel in
          * bf16 (master_numel), the others in param_gather's format */
@@ -280,18 +284,23 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
  * (all, or its ZeRO shard), then, under bf16 activations, the bf16 copy of
  * its weights made again from them (at each layer's next forward: a pass
  * bound by memory bandwidth like the update; under ZeRO-3 at each forward
- * and backward of each micro-batch, from the gathered parameters). */
+ * and backward of each micro-batch, its slice of the weights gathered in
+ * bf16 and a tied head's copy; a distributed optimizer rounds its slice
+ * and copies the gathered bf16 values into the copy). */
 static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
     double copies = j->zero >= 3 ? 2.0 * (r->micro_batches > 0 ? r->micro_batches : 1) : 1;
-    /* ZeRO-3 gathering bf16: each rank rounds its slice of those weights
-     * at each gather, the model makes no copy of them */
-    const double made = plait_cost_zero3_bf16(r, j) ? r->weight_copy_numel - r->master_numel + r->master_numel / n
-                                                    : r->weight_copy_numel;
+    /* gathering bf16 (ZeRO-3, a distributed optimizer): each rank rounds
+     * its slice of those weights at each gather; the model makes no copy
+     * of them (ZeRO-3), or takes the gathered values as they are, 2 bytes
+     * read and 2 written (ZeRO-1/2) */
+    const int rounds = plait_cost_zero3_bf16(r, j) || plait_cost_distributed(r, j);
+    const double made = rounds ? r->weight_copy_numel - r->master_numel + r->master_numel / n : r->weight_copy_numel;
+    const double copied = plait_cost_distributed(r, j) ? 4 * r->master_numel : 0;
     return plait_cost_adam_io(j->moments16) * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) +
-           b.copy_io * made * copies;
+           b.copy_io * made * copies + copied;
 }
 
 /* Ring attention's transfers in a step (cost.h, plait_cost_rank's cp_*)

@@ -9,6 +9,9 @@
 #   (zero1 and zero2 with bf16 gathers; gpt's zero1 with float32 ones);
 # - its param_bytes in memory.csv fall by the float32 weights of the
 #   copied tensors (4 bytes each of what the copy holds 2);
+# - the copied weights are gathered in bf16 (the rounding the copy takes,
+#   elementwise): with float32 gathers set, a step's optimizer traffic is
+#   the whole-master run's less 2 bytes of (N-1)/N of each copied element;
 # - a run resumed from its checkpoint (which holds the float32 slices)
 #   continues bit for bit, under zero2 as saved and under zero1 keeping
 #   whole masters (the model's tensors and the losses);
@@ -61,6 +64,14 @@ both() {
   [ -n "$w" ] && [ -n "$s" ] && [ "$s" -lt "$w" ] ||
     fail "$1 $2 ($3 gathers): param_bytes $s with sharded masters, $w with whole ones (want fewer)"
   echo "$1 $2 ($3 gathers): the same bits; param_bytes $w whole, $s sharded"
+  [ "$3" = fp32 ] || return 0
+  # the copied weights (one block's 12C² + 7C, C = 128) gathered in bf16:
+  # 2 bytes of (N-1)/N of each fewer a step than whole masters' float32
+  local saved=$(((12 * 128 * 128 + 7 * 128) * 2 / 2))
+  paste -d' ' <(column ${n}_whole optim_bytes) <(column ${n}_sharded optim_bytes) | awk -v s="$saved" '
+    { n++; if ($1 - $2 != s) { printf "step %d: whole %d bytes, sharded %d: %d fewer, not %d\n", n, $1, $2, $1 - $2, s; bad = 1 } }
+    END { exit n == 0 || bad }' || fail "$1 $2: the kept copies' gathers do not travel in bf16"
+  echo "$1 $2: the kept copies gathered in bf16, $saved bytes a step fewer than float32 gathers"
 }
 both gpt zero1 bf16
 both gpt zero2 bf16

@@ -143,12 +143,15 @@
  * Where the model reads a weight only through its bf16 copy, the core
  * keeps no float32 storage for it and hands the copy over
  * (plait_optim_init.weight_copy): the float32 slice (pshard) is its only
- * master, and each gathered unit's values of such a weight go through
- * to_bf16 into every rank's copy (the rounding the model made from the
- * whole float32 weight before, so the products read the same bits). The
- * unit's other parameters (norms, embeddings, float32-read biases) come
- * back whole into the core's float32 storage as before, in param_gather's
- * format. Per parameter with a kept copy: 2 (the copy) + 4 (gradients,
+ * master. Such weights (of an even numel) are units of their own, gathered
+ * in bf16 as Megatron-LM's distributed optimizer gathers them: each rank
+ * rounds its slice (to_bf16, the rounding the model made from the whole
+ * float32 weight before, elementwise, so the products read the same
+ * bits), and the gathered bf16 values are copied into every rank's copy,
+ * half the bytes of a float32 gather. An odd one's unit gathers float32
+ * and rounds into the copy. The other parameters (norms, embeddings,
+ * float32-read biases) come back whole into the core's float32 storage
+ * as before, in param_gather's format. Per parameter with a kept copy: 2 (the copy) + 4 (gradients,
  * ZeRO-1; 4/N ZeRO-2) + 12/N bytes.
  *
  * ZeRO-1/2 all-gather updated parameters into the core's storage at the
@@ -213,8 +216,8 @@ typedef struct zero_unit {
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
     /* ZeRO-3 parameters */
-    int bf16;              /* every member is read by the model through bf16 values
-                            * this engine gathers (z->gathered16): pbuf holds bf16 */
+    int bf16;              /* every member is gathered in bf16 (zero_gathers_bf16): the
+                            * gathered buffer (ZeRO-3's pbuf) holds bf16 */
     float *pbuf;           /* gathered unit, or NULL */
     plait_request *ag_req; /* gather in flight */
     int32_t held;          /* layers in use needing it */
@@ -373,6 +376,14 @@ typedef struct zero {
     plait_comm_stats dp_before;
     uint64_t gathers_issued;      /* ZeRO-3 unit gathers since create (for tests) */
 } zero;
+
+/* 1 where local parameter i is gathered in bf16 (its unit's bf16): ZeRO-3's
+ * copy_gathered; ZeRO-1/2's kept copies of an even numel, whose gathered
+ * bf16 values go into the copy a float (two of them) at a time. */
+static inline int zero_gathers_bf16(const zero *z, int32_t i) {
+    if (z->gathered16) return z->gathered16[i] != 0;
+    return z->wcopy && z->wcopy[i] && z->params->params[i].numel % 2 == 0;
+}
 
 /* An expert tensor split over ep: its units shard over the edp group. */
 static inline int zero_param_expert(const plait_param *p) {

@@ -79,7 +79,7 @@ plait_status zero_partition(zero *z) {
         const size_t cap = expert ? expert_cap : dense_cap;
         int alone = copy || whole || has_local_copy(set, i) || p->numel >= cap;
         /* a weight gathered in bf16 shares its unit with its like alone */
-        int b16 = z->gathered16 && z->gathered16[i];
+        int b16 = zero_gathers_bf16(z, i);
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
         int fits = cur && !alone && !cur_alone && cur->layer == p->layer && cur->expert == expert && cur->bf16 == b16 &&
                    off + p->numel <= cap;

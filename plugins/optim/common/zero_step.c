@@ -38,18 +38,23 @@ static plait_status start_ag(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     plait_status st = zero_flight_room(z);
     if (st != PLAIT_OK) return st;
-    float *buf = zero_buf_get(z, u->padded);
+    float *buf = zero_buf_get(z, zero_gathered_floats(u));
     if (!buf) return PLAIT_ERR_NO_MEMORY;
     size_t lo = zero_lo(z, u);
-    z->host->kernels->zero(buf + lo, u->shard); /* gaps and padding travel as zeros */
-    for (int32_t s = 0; s < u->n_seg; s++) {
-        const zero_seg *g = &z->segs[u->seg_first + s];
-        z->host->kernels->copy(buf + g->unit_off, param_ptr(z, u, g), g->len);
+    if (u->bf16) { /* kept copies' masters, in pshard with their gaps zero: rounded */
+        z->host->kernels->to_bf16((plait_bf16 *)buf + lo, z->pshard + u->shard_off, u->shard);
+    } else {
+        z->host->kernels->zero(buf + lo, u->shard); /* gaps and padding travel as zeros */
+        for (int32_t s = 0; s < u->n_seg; s++) {
+            const zero_seg *g = &z->segs[u->seg_first + s];
+            z->host->kernels->copy(buf + g->unit_off, param_ptr(z, u, g), g->len);
+        }
     }
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero parameter all-gather");
-    o.compression = (uint32_t)z->param_gather; /* every rank, this one too, gets the decoded values */
+    /* every rank, this one too, gets the decoded values; bf16 already */
+    o.compression = u->bf16 ? PLAIT_COMPRESS_NONE : (uint32_t)z->param_gather;
     plait_request *req = NULL;
-    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, PLAIT_F32, &o, &req);
+    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, u->bf16 ? PLAIT_BF16 : PLAIT_F32, &o, &req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         return st;
@@ -116,6 +121,11 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f) {
     for (int32_t k = 0; k < u->count; k++) {
         int32_t i = u->first + k;
         plait_param *p = &z->params->params[i];
+        if (u->bf16) { /* gathered in bf16: into the copy as it is, two values a float */
+            const plait_bf16 *v = (const plait_bf16 *)f->buf + z->param_off[i];
+            z->host->kernels->copy((float *)z->wcopy[i], (const float *)v, p->numel / 2);
+            continue;
+        }
         /* a kept copy takes the bf16 rounding the model made from the whole
          * float32 weight before (zero.h, "Distributed optimizer") */
         if (z->wcopy && z->wcopy[i]) z->host->kernels->to_bf16(z->wcopy[i], f->buf + z->param_off[i], p->numel);
