@@ -72,13 +72,13 @@ static void cpu_and_blas(plait_doctor *d) {
         plait_doctor_line(d, "gemm", "%s", why);
     }
     int bf16_cpu = f.has[PLAIT_CPU_AVX512_BF16] || f.has[PLAIT_CPU_AMX_BF16];
-    if (bf16_cpu && plait_kernels_sbgemm())
-        plait_doctor_line(d, "precision", "fp32; bf16 runs here (%s, the BLAS's cblas_sbgemm)",
-                          f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16");
+    char what[160];
+    if (bf16_cpu && plait_kernels_bf16_native(what, sizeof what, why, sizeof why) == 0)
+        plait_doctor_line(d, "precision", "fp32; bf16 runs here (%s, %s)",
+                          f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16", what);
     else if (bf16_cpu)
-        plait_doctor_line(d, "precision", "fp32; bf16 would be refused: the CPU has %s but the BLAS has no "
-                          "cblas_sbgemm (an OpenBLAS built without BUILD_BFLOAT16)",
-                          f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16");
+        plait_doctor_line(d, "precision", "fp32; bf16 would be refused: the CPU has %s but %s",
+                          f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16", why);
     else
         plait_doctor_line(d, "precision", "fp32; bf16 would be refused: the CPU has neither AVX512_BF16 nor AMX_BF16");
 }

@@ -52,13 +52,14 @@ void plait_kernels_set_threads(int threads);
 int plait_kernels_threads(void);
 
 /* The operands of plait_k_sgemm ([run] precision, see kernels_bf16.c):
- * FP32 (the default); BF16 rounds them to bfloat16 and runs the BLAS's
- * cblas_sbgemm (fp32 accumulation and output); BF16_EMULATED rounds them
- * the same way and multiplies with cblas_sgemm (for testing the numerics on
- * CPUs without bf16 instructions). Attention's inner products stay fp32.
- * Returns 0, or -1 for an unknown mode or BF16 with a BLAS that has no
- * cblas_sbgemm (the mode is then unchanged). Process-wide; set it as the
- * threads are set. */
+ * FP32 (the default); BF16 rounds them to bfloat16 and multiplies them
+ * with fp32 accumulation and output on oneDNN's bf16 matmul (or, where
+ * oneDNN is missing or PLAIT_CPU_GEMM=blas, the BLAS's cblas_sbgemm);
+ * BF16_EMULATED rounds them the same way and multiplies with cblas_sgemm
+ * (for testing the numerics on CPUs without bf16 instructions). Attention's
+ * inner products stay fp32. Returns 0, or -1 for an unknown mode or BF16
+ * where neither library has a bf16 product (the mode is then unchanged).
+ * Process-wide; set it as the threads are set. */
 enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };
 int plait_kernels_set_precision(int precision);
 int plait_kernels_precision(void);
@@ -69,6 +70,15 @@ typedef void (*plait_sbgemm_fn)(int order, int trans_a, int trans_b, int M, int 
                                 const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                                 int ldc);
 plait_sbgemm_fn plait_kernels_sbgemm(void);
+/* Whether BF16 can run natively here (it does not check the CPU's
+ * features: train/precision.c does): 0 with "bf16 products on oneDNN 2.6.3
+ * (brg:avx512_core_amx_bf16)" or "... on the BLAS's cblas_sbgemm" in what,
+ * or -1 with why neither library can in why (the missing oneDNN named with
+ * its package). Loads oneDNN unless PLAIT_CPU_GEMM=blas. */
+int plait_kernels_bf16_native(char *what, size_t what_len, char *why, size_t why_len);
+/* The library under the current mode's products: "bf16 products on oneDNN
+ * ...", "bf16 products emulated (...)" or "fp32 products". */
+void plait_kernels_bf16_describe(char *buf, size_t len);
 /* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
 float plait_bf16_round(float x);
 

@@ -6,8 +6,10 @@
  * only the products' inputs lose precision, as in llm.c's and Megatron's
  * bf16 modes.
  *
- * Native: the BLAS's cblas_sbgemm on bf16 copies of the operands (a CPU
- * with AVX512_BF16 or AMX runs it at twice the fp32 rate or more).
+ * Native: bf16 copies of the operands multiplied by oneDNN's matmul
+ * (kernels_onednn_matmul.c: AMX tiles or AVX512_BF16 dot products, 3-6x
+ * the fp32 rate on an AMX Xeon, docs/cpu.md) or, where oneDNN is missing
+ * or PLAIT_CPU_GEMM=blas, by the BLAS's cblas_sbgemm when it has one.
  * Emulated (a testing mode for CPUs without them): the operands rounded to
  * bf16 but kept in fp32 storage, multiplied by cblas_sgemm. Products of two
  * bf16 values are exact in fp32, so both compute the same numbers up to the
@@ -18,6 +20,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +30,7 @@
 #include "kernels/simd_clones.h"
 
 static int g_precision = PLAIT_KERNELS_FP32;
-static plait_sbgemm_fn g_sbgemm;
+static plait_sbgemm_fn g_sbgemm; /* NULL: the native products run on oneDNN */
 
 plait_sbgemm_fn plait_kernels_sbgemm(void) {
     plait_sbgemm_fn fn;
@@ -36,10 +39,51 @@ plait_sbgemm_fn plait_kernels_sbgemm(void) {
     return fn;
 }
 
+/* oneDNN unless PLAIT_CPU_GEMM=blas forbids it or it cannot run bf16
+ * here; else the BLAS's cblas_sbgemm. 0 with what in `what`, or -1 with why
+ * neither can in `why`. */
+static int pick_native(plait_sbgemm_fn *sbgemm, char *what, size_t what_len, char *why, size_t why_len) {
+    char impl[96], err[512] = "PLAIT_CPU_GEMM=blas";
+    *sbgemm = plait_kernels_sbgemm();
+    if (!plait_k_gemm_blas_forced() && plait_k_onednn_bf16_probe(impl, sizeof impl, err, sizeof err) == 0) {
+        *sbgemm = NULL;
+        snprintf(what, what_len, "bf16 products on oneDNN %s (%s)", plait_k_onednn_version(), impl);
+        return 0;
+    }
+    if (*sbgemm) {
+        snprintf(what, what_len, "bf16 products on the BLAS's cblas_sbgemm");
+        return 0;
+    }
+    snprintf(why, why_len,
+             "neither oneDNN (%s) nor the BLAS (no cblas_sbgemm: an OpenBLAS built without "
+             "BUILD_BFLOAT16, as Debian's 0.3.21 is) has a bf16 matrix product",
+             err);
+    return -1;
+}
+
+static char g_native_what[160];
+
+int plait_kernels_bf16_native(char *what, size_t what_len, char *why, size_t why_len) {
+    plait_sbgemm_fn fn;
+    char w[160], y[768];
+    int rc = pick_native(&fn, w, sizeof w, y, sizeof y);
+    if (rc == 0 && what) snprintf(what, what_len, "%s", w);
+    if (rc != 0 && why) snprintf(why, why_len, "%s", y);
+    return rc;
+}
+
+void plait_kernels_bf16_describe(char *buf, size_t len) {
+    if (g_precision == PLAIT_KERNELS_BF16) snprintf(buf, len, "%s", g_native_what);
+    else if (g_precision == PLAIT_KERNELS_BF16_EMULATED)
+        snprintf(buf, len, "bf16 products emulated (operands rounded to bf16, multiplied in fp32)");
+    else snprintf(buf, len, "fp32 products");
+}
+
 int plait_kernels_set_precision(int precision) {
     if (precision == PLAIT_KERNELS_BF16) {
-        plait_sbgemm_fn fn = plait_kernels_sbgemm();
-        if (!fn) return -1;
+        plait_sbgemm_fn fn;
+        char why[768];
+        if (pick_native(&fn, g_native_what, sizeof g_native_what, why, sizeof why) != 0) return -1;
         g_sbgemm = fn;
     } else if (precision != PLAIT_KERNELS_FP32 && precision != PLAIT_KERNELS_BF16_EMULATED) {
         return -1;
@@ -154,6 +198,52 @@ int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_
     return out->A && out->B ? 0 : -1;
 }
 
+/* bf16 values widened to fp32 (exact) */
+static void widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            uint32_t u = (uint32_t)src[r * ld + c] << 16;
+            memcpy(&dst[r * cols + c], &u, sizeof u);
+        }
+}
+
+static float widen1(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* A product oneDNN refused (out of memory for its primitive): the same
+ * numbers up to the order of the sums (products of two bf16 values are
+ * exact in fp32), by the fp32 BLAS on widened copies, or element by element
+ * where even those do not fit; with a warning. */
+static void widened_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K, b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    float *wa = malloc(sizeof(float) * (size_t)(a_rows * a_cols));
+    float *wb = malloc(sizeof(float) * (size_t)(b_rows * b_cols));
+    plait_kernels_warn("oneDNN refused a bf16 %lldx%lldx%lld product; it runs on the fp32 %s", (long long)M,
+                       (long long)N, (long long)K, wa && wb ? "BLAS" : "scalar loop");
+    if (wa && wb) {
+        widen(A, a_rows, a_cols, lda, wa);
+        widen(B, b_rows, b_cols, ldb, wb);
+        plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
+    } else {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += widen1(trans_a ? A[k * lda + i] : A[i * lda + k]) *
+                           widen1(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+                float *c = &C[i * ldc + j];
+                *c = alpha * acc + (beta != 0.0f ? beta * *c : 0.0f);
+            }
+    }
+    free(wa);
+    free(wb);
+}
+
 void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
                        int64_t ldc) {
@@ -162,6 +252,11 @@ void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         const uint16_t *A = op->A, *B = op->B;
         A += trans_a ? r0 : r0 * op->lda;
         B += trans_b ? c0 * op->ldb : c0;
+        if (!g_sbgemm) {
+            if (plait_k_onednn_bf16_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc) != 0)
+                widened_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
+            return;
+        }
         g_sbgemm(101 /* CblasRowMajor */, trans_a ? 112 : 111, trans_b ? 112 : 111, (int)M, (int)N, (int)K,
                  alpha, A, (int)op->lda, B, (int)op->ldb, beta, C, (int)ldc);
     } else {

@@ -29,6 +29,31 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* What the rest of the kernels reach oneDNN by, once it is loaded
+ * (plait_kernels_onednn_load): a symbol of the library (NULL when not
+ * loaded or absent), its version ("2.6.3") and the ISA it runs ("avx2"). */
+void *plait_k_onednn_sym(const char *name);
+const char *plait_k_onednn_version(void);
+const char *plait_k_onednn_isa_name(void);
+/* The calling thread's OpenMP team held at itself (a per-thread setting in
+ * libgomp), so that a oneDNN call runs on it alone. */
+void plait_k_onednn_one_thread(void);
+/* PLAIT_CPU_GEMM=blas: the products on the BLAS in every precision. */
+int plait_k_gemm_blas_forced(void);
+
+/* bf16 products through oneDNN's matmul (kernels_onednn_matmul.c). The
+ * probe loads oneDNN and creates one bf16 product: 0 with the kernel oneDNN
+ * picked in impl ("brg:avx512_core_amx_bf16"), or -1 with why in err (the
+ * library missing with its package, or no bf16 matmul on this ISA). Safe
+ * from any thread; the answer is made once. */
+int plait_k_onednn_bf16_probe(char *impl, size_t impl_len, char *err, size_t errlen);
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C, bf16 A and B (row strides
+ * lda, ldb as stored), fp32 C, on the calling thread alone; only after a
+ * probe that returned 0. Returns 0, or -1 when oneDNN refused the shape or
+ * memory ran out (C is then unchanged). */
+int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                             int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* bf16 copies of a product's operands (kernels_bf16.c), packed: A as
  * stored (trans_a: K x M) with row stride lda, B likewise. native: uint16
  * bf16 values for cblas_sbgemm; else fp32 values rounded to bf16. They live

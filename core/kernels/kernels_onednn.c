@@ -14,6 +14,9 @@
  * beside plait's workers.
  */
 #include <dlfcn.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,11 +113,23 @@ static int load(char *err, size_t errlen) {
 
 /* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
  * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
- * OpenBLAS"). On AVX2 (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster;
- * AVX-512 and AMX are unmeasured and keep the BLAS until measured. While
- * the list is empty auto does not even load oneDNN: its OpenMP runtime
- * would cost every run memory and a library for nothing. */
-static const int g_onednn_faster[] = {-1};
+ * OpenBLAS"): avx512_core_amx (a Xeon with AMX: gpt-small's and
+ * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1). On AVX2
+ * (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster; the other AVX-512 ISAs
+ * keep the BLAS until measured on CPUs of their own. */
+static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */};
+
+/* AMX_BF16 in cpuid (leaf 7, EDX bit 22): what avx512_core_amx needs and
+ * the other ISAs lack, checked before loading the library (oneDNN then
+ * checks the rest, the OS's tile state included) */
+static int cpu_may_have_faster_isa(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u);
+#else
+    return 0;
+#endif
+}
 
 static int auto_picks_onednn(int isa) {
     for (size_t i = 0; i < sizeof g_onednn_faster / sizeof g_onednn_faster[0]; i++)
@@ -141,7 +156,9 @@ int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
         }
         g_gemm = PLAIT_GEMM_ONEDNN;
     } else if (strcmp(name, "auto") == 0) {
-        int may = g_onednn_faster[0] != -1 && load(why, sizeof why) == 0;
+        /* loaded only on a CPU with one of those ISAs' features: elsewhere
+         * its OpenMP runtime would cost the run memory for nothing */
+        int may = cpu_may_have_faster_isa() && load(why, sizeof why) == 0;
         g_gemm = may && auto_picks_onednn(g_dnnl.isa) ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
     } else {
         snprintf(err, errlen, "%s%s: unknown matrix-product library; allowed: auto, blas, onednn", from, name);
@@ -153,6 +170,11 @@ int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
 
 int plait_kernels_gemm(void) { return g_gemm; }
 
+int plait_k_gemm_blas_forced(void) {
+    const char *env = getenv("PLAIT_CPU_GEMM");
+    return env && strcmp(env, "blas") == 0;
+}
+
 void plait_kernels_gemm_describe(char *buf, size_t len) {
     if (g_gemm == PLAIT_GEMM_ONEDNN)
         snprintf(buf, len, "products on oneDNN %s, %s ISA (%s)", g_dnnl.version, isa_name(g_dnnl.isa), g_how);
@@ -162,11 +184,18 @@ void plait_kernels_gemm_describe(char *buf, size_t len) {
     else snprintf(buf, len, "products on the BLAS (%s; oneDNN not loaded)", g_how);
 }
 
+void *plait_k_onednn_sym(const char *name) { return g_dnnl.lib ? dlsym(g_dnnl.lib, name) : NULL; }
+
+const char *plait_k_onednn_version(void) { return g_dnnl.version; }
+
+const char *plait_k_onednn_isa_name(void) { return isa_name(g_dnnl.isa); }
+
+void plait_k_onednn_one_thread(void) { g_dnnl.omp_set_num_threads(1); }
+
 void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    /* this thread's OpenMP team: itself (a per-thread setting in libgomp) */
-    g_dnnl.omp_set_num_threads(1);
+    plait_k_onednn_one_thread();
     if (g_dnnl.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) != 0) {
         /* dnnl_sgemm refuses only bad arguments, which plait_k_sgemm's
          * callers never pass; the BLAS computes the same product */

@@ -234,6 +234,13 @@ void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
         size_t n = strlen(blas);
         snprintf(blas + n, sizeof blas - n, ", %s", gemm);
     }
+    if (plait_kernels_precision() == PLAIT_KERNELS_BF16) {
+        /* bf16 products have the rate of the library that runs them */
+        char lib[160];
+        plait_kernels_bf16_describe(lib, sizeof lib);
+        size_t n = strlen(blas);
+        snprintf(blas + n, sizeof blas - n, ", %s", lib);
+    }
     plait_machine_identity(machine, sizeof machine);
     snprintf(out->key, sizeof out->key, "%s|%s|%ld cores|%s|%dt|%s", machine, f.brand[0] ? f.brand : f.vendor,
              sysconf(_SC_NPROCESSORS_ONLN), blas, threads, precision_name());

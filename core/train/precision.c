@@ -46,14 +46,15 @@ plait_status plait_precision_from_config(const plait_config *cfg, int *mode) {
                                "one (%s) has neither (it has: %s); use precision = fp32",
                                where, f.brand[0] ? f.brand : "unknown", have);
     }
-    if (!plait_kernels_sbgemm()) {
+    char why[768];
+    if (plait_kernels_bf16_native(NULL, 0, why, sizeof why) != 0) {
         char blas[256];
         plait_blas_describe(blas, sizeof blas);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: key 'precision' in [run]: this CPU has %s but the BLAS (%s) has no "
-                               "cblas_sbgemm (an OpenBLAS built without BUILD_BFLOAT16, as Debian's 0.3.21 is); use "
-                               "precision = fp32, or an OpenBLAS built with BUILD_BFLOAT16=1",
-                               where, f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16", blas);
+                               "%s: key 'precision' in [run]: this CPU has %s but %s (the BLAS: %s); use "
+                               "precision = fp32, install Debian's libdnnl2, or use an OpenBLAS built with "
+                               "BUILD_BFLOAT16=1",
+                               where, f.has[PLAIT_CPU_AMX_BF16] ? "AMX_BF16" : "AVX512_BF16", why, blas);
     }
     *mode = PLAIT_KERNELS_BF16;
     return PLAIT_OK;

@@ -2,8 +2,8 @@
  * [run] precision on the CPU: which mode the kernels run, or why the
  * requested one cannot run here.
  *
- * fp32 always runs. bf16 needs AVX512_BF16 or AMX_BF16 (cpuid) and a BLAS
- * with cblas_sbgemm; tf32 is a GPU format and is refused on the CPU. The
+ * fp32 always runs. bf16 needs AVX512_BF16 or AMX_BF16 (cpuid) and a bf16
+ * product: oneDNN's matmul (libdnnl2) or a BLAS with cblas_sbgemm; tf32 is a GPU format and is refused on the CPU. The
  * hidden [run] debug_cpu_hide and debug_bf16_emulate keys are the testing
  * switches (a CPU without a feature; the bf16 numbers without the
  * instructions).

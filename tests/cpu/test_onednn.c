@@ -12,26 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_check.h"
 #include "kernels/kernels.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
-static void fill(float *x, int64_t n, uint32_t seed) {
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-}
 
 /* C = op(A) op(B) + C0 through one library, then the other; the largest
  * difference relative to the sum of |terms| of its element. */

@@ -7,8 +7,8 @@
  * threads, and every event is complete when recorded.
  *
  * open() sizes the kernels' thread pool to the rank's math threads and sets
- * their precision: fp32, or bf16 (the BLAS's cblas_sbgemm, or with [run]
- * debug_bf16_emulate the operands rounded to bf16 and multiplied in fp32).
+ * their precision: fp32, or bf16 (oneDNN's bf16 matmul or the BLAS's
+ * cblas_sbgemm, core/kernels/kernels_bf16.c; with [run] debug_bf16_emulate the operands rounded to bf16 and multiplied in fp32).
  * The core has already checked bf16 against the CPU's features before any
  * rank started (core/train/precision.c); tf32 has no CPU form.
  */
@@ -48,9 +48,11 @@ static plait_status cpu_open(const plait_host *host, const plait_device_open_arg
         else
             mode = PLAIT_KERNELS_BF16;
     }
-    if (plait_kernels_set_precision(mode) != 0)
-        return host->set_error(PLAIT_ERR_UNSUPPORTED, "bf16 needs the BLAS's cblas_sbgemm, and this BLAS has none");
     char why[768];
+    if (plait_kernels_set_precision(mode) != 0) {
+        plait_kernels_bf16_native(NULL, 0, why, sizeof why);
+        return host->set_error(PLAIT_ERR_UNSUPPORTED, "bf16: %s", why);
+    }
     if (plait_kernels_set_gemm(NULL, why, sizeof why) != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG, "the cpu's matrix products: %s", why);
     plait_kernels_set_threads(args->math_threads);
