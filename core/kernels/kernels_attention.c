@@ -70,12 +70,9 @@ static void attention_forward_item(void *vj, int64_t item) {
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
-        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f,
-                          att + i0 * T, T);
+        plait_k_gemm_here(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f, att + i0 * T, T);
         softmax_causal_rows(att, i0, i1, T);
-        if (out)
-            plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f,
-                              out + i0 * Cl, Cl);
+        if (out) plait_k_gemm_here(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f, out + i0 * Cl, Cl);
     }
 }
 
@@ -126,20 +123,18 @@ static void attention_backward_item(void *vj, int64_t item) {
     /* rows: d(att) = dout·vᵀ, then d(scores), then dq = scale·d(scores)·k */
     for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
-        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f,
-                          datt + i0 * T, T);
+        plait_k_gemm_here(0, 1, i1 - i0, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f, datt + i0 * T, T);
         softmax_causal_rows_backward(datt, att, i0, i1, T);
-        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, scale, datt + i0 * T, T, k, C3, 0.0f,
-                          dq + i0 * C3, C3);
+        plait_k_gemm_here(0, 0, i1 - i0, HS, i1, scale, datt + i0 * T, T, k, C3, 0.0f, dq + i0 * C3, C3);
     }
     /* columns: key tile [j0, j1) is seen by query rows [j0, T):
      * dv = attᵀ·dout, dk = scale·d(scores)ᵀ·q */
     for (int64_t j0 = 0; j0 < T; j0 += ATT_TILE) {
         int64_t j1 = j0 + ATT_TILE < T ? j0 + ATT_TILE : T;
-        plait_k_blas_gemm(1, 0, j1 - j0, HS, T - j0, 1.0f, att + j0 * T + j0, T, dout + j0 * Cl,
-                          Cl, 0.0f, dv + j0 * C3, C3);
-        plait_k_blas_gemm(1, 0, j1 - j0, HS, T - j0, scale, datt + j0 * T + j0, T, q + j0 * C3,
-                          C3, 0.0f, dk + j0 * C3, C3);
+        plait_k_gemm_here(1, 0, j1 - j0, HS, T - j0, 1.0f, att + j0 * T + j0, T, dout + j0 * Cl, Cl, 0.0f, dv + j0 * C3,
+                          C3);
+        plait_k_gemm_here(1, 0, j1 - j0, HS, T - j0, scale, datt + j0 * T + j0, T, q + j0 * C3, C3, 0.0f, dk + j0 * C3,
+                          C3);
     }
 }
 
@@ -231,9 +226,9 @@ static void fused_forward_item(void *vj, int64_t item) {
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
-        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, s, T);
+        plait_k_gemm_here(0, 1, i1 - i0, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, s, T);
         softmax_tile_lse(s, lse, i0, i1, T);
-        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, W, 0.0f, out + i0 * Cl, Cl);
+        plait_k_gemm_here(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, W, 0.0f, out + i0 * Cl, Cl);
     }
 }
 
@@ -277,12 +272,12 @@ static void fused_backward_item(void *vj, int64_t item) {
             }
         for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
             const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
-            plait_k_blas_gemm(0, 1, rows, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, p, T);
-            plait_k_blas_gemm(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, W, 0.0f, g, T);
+            plait_k_gemm_here(0, 1, rows, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, p, T);
+            plait_k_gemm_here(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, W, 0.0f, g, T);
             softmax_tile_grad(p, g, lse, i0, i1, T);
-            plait_k_blas_gemm(0, 0, rows, HS, i1, scale, g, T, k, W, 0.0f, dq + i0 * W, W);
-            plait_k_blas_gemm(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, W);
-            plait_k_blas_gemm(1, 0, i1, HS, rows, scale, g, T, q + i0 * W, W, 1.0f, dk, W);
+            plait_k_gemm_here(0, 0, rows, HS, i1, scale, g, T, k, W, 0.0f, dq + i0 * W, W);
+            plait_k_gemm_here(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, W);
+            plait_k_gemm_here(1, 0, i1, HS, rows, scale, g, T, q + i0 * W, W, 1.0f, dk, W);
         }
     }
 }

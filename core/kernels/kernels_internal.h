@@ -23,6 +23,12 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc);
 
+/* One fp32 product on the calling thread through the library
+ * plait_kernels_set_gemm chose (the BLAS or oneDNN): the tiles of
+ * plait_k_sgemm and the attention kernels' products. */
+void plait_k_gemm_here(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* The same through oneDNN's dnnl_sgemm (kernels_onednn.c), its OpenMP
  * team held at the calling thread; only once plait_kernels_set_gemm chose
  * oneDNN. */

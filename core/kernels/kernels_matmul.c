@@ -48,6 +48,13 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                 (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
+void plait_k_gemm_here(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (plait_kernels_gemm() == PLAIT_GEMM_ONEDNN)
+        plait_k_onednn_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int64_t halve(int64_t len) { return ceil_div(ceil_div(len, 2), SGEMM_GRAIN) * SGEMM_GRAIN; }
@@ -83,12 +90,8 @@ static void sgemm_tile(void *vjob, int64_t tile) {
     }
     const float *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
     const float *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
-    if (plait_kernels_gemm() == PLAIT_GEMM_ONEDNN)
-        plait_k_onednn_sgemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta,
-                             j->C + r0 * j->ldc + c0, j->ldc);
-    else
-        plait_k_blas_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta,
-                          j->C + r0 * j->ldc + c0, j->ldc);
+    plait_k_gemm_here(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta,
+                      j->C + r0 * j->ldc + c0, j->ldc);
 }
 
 void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -18,8 +18,8 @@
  * Work items are (batch, head) in the forward and (batch, key/value head)
  * in the backward: an item writes only its own rows, and its tiles' shapes
  * depend on T, the head size and the block alone, so any thread count
- * gives the same bits. The products are the BLAS's (plait_k_blas_gemm,
- * OpenBLAS on the kernels it runs, as every product of the model: the
+ * gives the same bits. The products run on the library of every product
+ * of the model (plait_k_gemm_here: OpenBLAS, or oneDNN where chosen; the
  * same kernels give the same bits, docs/cpu.md); the row loops between
  * them are compiled for AVX-512, AVX2 and the baseline and chosen at run
  * time (simd_clones.h), each clone summing in the same order (the lanes
@@ -113,10 +113,10 @@ static void forward_item(void *ctx, int64_t item) {
             for (int64_t u0 = 0; u0 < n; u0 += KEYS) {
                 const ring_tile tl = tile_at(jb, r0, r1, j, u0, n);
                 const int64_t rows = r1 - tl.rs;
-                plait_k_blas_gemm(0, 1, rows, tl.w, HS, scale, q + tl.rs * W, W, kb + u0 * ks, ks, 0.0f, s, KEYS);
+                plait_k_gemm_here(0, 1, rows, tl.w, HS, scale, q + tl.rs * W, W, kb + u0 * ks, ks, 0.0f, s, KEYS);
                 for (int64_t t = tl.rs; t < r1; t++)
                     merge_row(s + (t - tl.rs) * KEYS, seen(jb, &tl, t), tl.w, mx + t, l + t, o + t * OW, HS);
-                plait_k_blas_gemm(0, 0, rows, HS, tl.w, 1.0f, s, KEYS, vb + u0 * ks, ks, 1.0f, o + tl.rs * OW, OW);
+                plait_k_gemm_here(0, 0, rows, HS, tl.w, 1.0f, s, KEYS, vb + u0 * ks, ks, 1.0f, o + tl.rs * OW, OW);
             }
         }
     }
@@ -178,13 +178,13 @@ static void backward_head(const ring_job *jb, int64_t b, int64_t h, int64_t kh, 
             for (int64_t u0 = 0; u0 < n; u0 += KEYS) {
                 const ring_tile tl = tile_at(jb, r0, r1, j, u0, n);
                 const int64_t rs = tl.rs, rows = r1 - rs, w = tl.w;
-                plait_k_blas_gemm(0, 1, rows, w, HS, scale, q + rs * W, W, kb + u0 * ks, ks, 0.0f, p, KEYS);
-                plait_k_blas_gemm(0, 1, rows, w, HS, 1.0f, go + rs * OW, OW, vb + u0 * ks, ks, 0.0f, g, KEYS);
+                plait_k_gemm_here(0, 1, rows, w, HS, scale, q + rs * W, W, kb + u0 * ks, ks, 0.0f, p, KEYS);
+                plait_k_gemm_here(0, 1, rows, w, HS, 1.0f, go + rs * OW, OW, vb + u0 * ks, ks, 0.0f, g, KEYS);
                 for (int64_t t = rs; t < r1; t++)
                     grad_row(p + (t - rs) * KEYS, g + (t - rs) * KEYS, seen(jb, &tl, t), w, lse[t], dd[t - r0]);
-                plait_k_blas_gemm(0, 0, rows, HS, w, scale, g, KEYS, kb + u0 * ks, ks, 1.0f, dq + rs * W, W);
-                plait_k_blas_gemm(1, 0, w, HS, rows, 1.0f, p, KEYS, go + rs * OW, OW, 1.0f, dvb + u0 * KVW, KVW);
-                plait_k_blas_gemm(1, 0, w, HS, rows, scale, g, KEYS, q + rs * W, W, 1.0f, dkb + u0 * KVW, KVW);
+                plait_k_gemm_here(0, 0, rows, HS, w, scale, g, KEYS, kb + u0 * ks, ks, 1.0f, dq + rs * W, W);
+                plait_k_gemm_here(1, 0, w, HS, rows, 1.0f, p, KEYS, go + rs * OW, OW, 1.0f, dvb + u0 * KVW, KVW);
+                plait_k_gemm_here(1, 0, w, HS, rows, scale, g, KEYS, q + rs * W, W, 1.0f, dkb + u0 * KVW, KVW);
             }
         }
     }
