@@ -43,7 +43,7 @@ plait_sbgemm_fn plait_kernels_sbgemm(void) {
  * here; else the BLAS's cblas_sbgemm. 0 with what in `what`, or -1 with why
  * neither can in `why`. */
 static int pick_native(plait_sbgemm_fn *sbgemm, char *what, size_t what_len, char *why, size_t why_len) {
-    char impl[96], err[512] = "PLAIT_CPU_GEMM=blas";
+    char impl[96], err[512] = "oneDNN is not used: PLAIT_CPU_GEMM=blas";
     *sbgemm = plait_kernels_sbgemm();
     if (!plait_k_gemm_blas_forced() && plait_k_onednn_bf16_probe(impl, sizeof impl, err, sizeof err) == 0) {
         *sbgemm = NULL;
@@ -54,9 +54,12 @@ static int pick_native(plait_sbgemm_fn *sbgemm, char *what, size_t what_len, cha
         snprintf(what, what_len, "bf16 products on the BLAS's cblas_sbgemm");
         return 0;
     }
+    /* the fp32 products' way out of a missing oneDNN is none for bf16 */
+    char *blas_hint = strstr(err, ", or use PLAIT_CPU_GEMM=blas");
+    if (blas_hint) *blas_hint = '\0';
     snprintf(why, why_len,
-             "neither oneDNN (%s) nor the BLAS (no cblas_sbgemm: an OpenBLAS built without "
-             "BUILD_BFLOAT16, as Debian's 0.3.21 is) has a bf16 matrix product",
+             "neither oneDNN nor the BLAS has a bf16 matrix product here: %s; and the BLAS has no "
+             "cblas_sbgemm (an OpenBLAS built without BUILD_BFLOAT16, as Debian's 0.3.21 is)",
              err);
     return -1;
 }

@@ -69,6 +69,10 @@ if "$PLAIT_BIN" train "$CFG" run.steps=1 run.precision=bf16 "run.out_dir=$E2E_WO
   train native_t1 $S20 run.threads=1
   train native_t2 $S20 run.threads=2
   same_losses native_t1 native_t2 0
+  # a oneDNN missing at run time: refused before step 1, naming its package
+  PLAIT_ONEDNN_LIB=libdnnl-absent.so.9 refused no_onednn "neither oneDNN nor the BLAS has a bf16 matrix product" \
+    "$CFG" run.precision=bf16
+  grep -qF "Debian's package libdnnl2" "$E2E_WORK/no_onednn.out" || fail "no package named: $(cat "$E2E_WORK/no_onednn.out")"
   echo "native bf16 checked: $(grep -o "bf16 products on [^,]*" "$E2E_WORK/native.out" | head -n 1)"
 else
   grep -q "bf16 needs\|but neither" "$E2E_WORK/probe.out" ||
