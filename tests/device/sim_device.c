@@ -199,6 +199,11 @@ static plait_status sim_open(const plait_host *host, const plait_device_open_arg
     if (args->precision != PLAIT_PRECISION_FP32 && !bf16_ok)
         return host->set_error(PLAIT_ERR_UNSUPPORTED, "the sim test device computes in fp32 only");
     plait_kernels_set_threads(args->math_threads);
+    /* the cpu device's products' library (PLAIT_CPU_GEMM, auto: oneDNN on
+     * AMX), so that the sim device's results are the cpu device's bits */
+    char why[768];
+    if (plait_kernels_set_gemm(NULL, why, sizeof why) != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG, "the sim device's matrix products: %s", why);
     g_model_thread = pthread_self();
     const char *skip = getenv("PLAIT_SIM_DEBUG_SKIP_WAITS");
     g_skip_waits = skip && skip[0] == '1';
