@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "device/device.h"
+#include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/regular_file.h"
 
@@ -55,8 +56,9 @@ static const plait_key_decl node_keys[] = {
         "share of bf16_peak_gflops a training step reaches (0 = efficiency's)"),
     KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
-    KEY("process_mb", PLAIT_KEY_FLOAT, "9", 0, 1e9, NULL,
-        "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
+    KEY("process_mb", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
+        "MiB every rank holds besides the model: code, libraries, the data, the runtime (0 = this machine's: 9, "
+        "and 10 more on a CPU node where this machine's products run on oneDNN)"),
     KEY("topology", PLAIT_KEY_STRING, "", 1, 0, NULL,
         "kind = gpu: an hwloc XML of one node (lstopo node.xml; configs/topologies/), relative to this file's "
         "folder: groups inside one of its NVLink islands use [intra], other groups of one node [cross]"),
@@ -139,6 +141,10 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     out->half_width = out->gpu ? plait_config_float(cfg, "node", "half_rate_width") : 0;
     out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
     out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
+    /* measured with gpt-tiny's peak RSS: 66 MiB on the BLAS, 76 with
+     * oneDNN's code and OpenMP runtime loaded (docs/plan.md) */
+    if (out->process_bytes <= 0)
+        out->process_bytes = (9.0 + (!out->gpu && plait_kernels_onednn_expected() ? 10.0 : 0.0)) * 1048576.0;
     out->peak_tf32 = plait_config_float(cfg, "node", "tf32_peak_gflops") * 1e9;
     out->efficiency_tf32 = plait_config_float(cfg, "node", "tf32_efficiency");
     out->peak_bf16 = plait_config_float(cfg, "node", "bf16_peak_gflops") * 1e9;

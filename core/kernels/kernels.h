@@ -92,6 +92,11 @@ float plait_bf16_round(float x);
 enum { PLAIT_GEMM_BLAS = 0, PLAIT_GEMM_ONEDNN = 1 };
 int plait_kernels_set_gemm(const char *name, char *err, size_t errlen);
 int plait_kernels_gemm(void);
+/* Whether plait_kernels_set_gemm(NULL, ...) would choose oneDNN on this
+ * machine (the planner's memory count: a process that runs oneDNN holds
+ * its code and OpenMP runtime, about 10 MiB); loads oneDNN to know where
+ * auto might take it. */
+int plait_kernels_onednn_expected(void);
 /* Loads oneDNN without choosing it (plait doctor: which ISA it would run).
  * Returns 0, or -1 with the missing library and its package in err. */
 int plait_kernels_onednn_load(char *err, size_t errlen);

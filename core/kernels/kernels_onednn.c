@@ -170,6 +170,14 @@ int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
 
 int plait_kernels_gemm(void) { return g_gemm; }
 
+int plait_kernels_onednn_expected(void) {
+    const char *env = getenv("PLAIT_CPU_GEMM");
+    if (env && strcmp(env, "onednn") == 0) return 1;
+    if (env && *env && strcmp(env, "auto") != 0) return 0;
+    char why[512];
+    return cpu_may_have_faster_isa() && load(why, sizeof why) == 0 && auto_picks_onednn(g_dnnl.isa);
+}
+
 int plait_k_gemm_blas_forced(void) {
     const char *env = getenv("PLAIT_CPU_GEMM");
     return env && strcmp(env, "blas") == 0;
