@@ -106,6 +106,8 @@ static float *native(const shape *s, int threads) {
 }
 
 int main(void) {
+    /* oneDNN's products are the subject, whatever the environment chose */
+    unsetenv("PLAIT_CPU_GEMM");
     plait_cpu_features f;
     plait_cpu_detect(&f);
     if (!f.has[PLAIT_CPU_AVX512_BF16] && !f.has[PLAIT_CPU_AMX_BF16]) {
