@@ -201,20 +201,17 @@ int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_
     return out->A && out->B ? 0 : -1;
 }
 
-/* bf16 values widened to fp32 (exact) */
-static void widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint32_t u = (uint32_t)src[r * ld + c] << 16;
-            memcpy(&dst[r * cols + c], &u, sizeof u);
-        }
-}
-
+/* a bf16 value widened to fp32 (exact) */
 static float widen1(uint16_t v) {
     uint32_t u = (uint32_t)v << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+static void widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = widen1(src[r * ld + c]);
 }
 
 /* A product oneDNN refused (out of memory for its primitive): the same

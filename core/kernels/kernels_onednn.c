@@ -137,6 +137,14 @@ static int auto_picks_onednn(int isa) {
     return 0;
 }
 
+/* auto's choice on this machine: oneDNN, loaded only on a CPU with one of
+ * those ISAs' features (elsewhere its OpenMP runtime would cost the run
+ * memory for nothing), where it runs one of them */
+static int auto_takes_onednn(void) {
+    char why[512];
+    return cpu_may_have_faster_isa() && load(why, sizeof why) == 0 && auto_picks_onednn(g_dnnl.isa);
+}
+
 int plait_kernels_onednn_load(char *err, size_t errlen) { return load(err, errlen); }
 
 int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
@@ -156,10 +164,7 @@ int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
         }
         g_gemm = PLAIT_GEMM_ONEDNN;
     } else if (strcmp(name, "auto") == 0) {
-        /* loaded only on a CPU with one of those ISAs' features: elsewhere
-         * its OpenMP runtime would cost the run memory for nothing */
-        int may = cpu_may_have_faster_isa() && load(why, sizeof why) == 0;
-        g_gemm = may && auto_picks_onednn(g_dnnl.isa) ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
+        g_gemm = auto_takes_onednn() ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
     } else {
         snprintf(err, errlen, "%s%s: unknown matrix-product library; allowed: auto, blas, onednn", from, name);
         return -1;
@@ -174,8 +179,7 @@ int plait_kernels_onednn_expected(void) {
     const char *env = getenv("PLAIT_CPU_GEMM");
     if (env && strcmp(env, "onednn") == 0) return 1;
     if (env && *env && strcmp(env, "auto") != 0) return 0;
-    char why[512];
-    return cpu_may_have_faster_isa() && load(why, sizeof why) == 0 && auto_picks_onednn(g_dnnl.isa);
+    return auto_takes_onednn();
 }
 
 int plait_k_gemm_blas_forced(void) {
