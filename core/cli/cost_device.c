@@ -118,8 +118,8 @@ void plait_cli_device_ask(const plait_config *cfg, plait_cli_device *out) {
         out->cost = a->cost;
         return;
     }
-    /* no such device here: the core's kernels, float32 activations, the
-     * larger prediction */
+    /* no such device here: the core's kernels, what the cpu device would
+     * count */
     out->fell_back = 1;
     snprintf(out->counted, sizeof out->counted, "cpu");
     snprintf(out->note, sizeof out->note, "the config's does not open here: %s", a->why);

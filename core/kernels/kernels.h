@@ -267,4 +267,56 @@ void plait_k_crossentropy_backward(float *dlogits, const float *logits, const fl
                                    const int32_t *targets, int64_t vocab_start, int64_t BT,
                                    int64_t Vl, int64_t n_valid, float scale);
 
+/* ---- on bf16 activations (plait/kernels.h ABI 1.8, 1.9, 1.22, 1.23) --------
+ * Each is the float32 entry of the same name on the widened inputs, each
+ * bf16 output rounded once to nearest even (kernels_internal.h says how);
+ * the products on the bf16 run's native library (plait_kernels_set_precision
+ * PLAIT_KERNELS_BF16), else in float32 on the widened operands. Same
+ * threading rule as every kernel here: the bits never depend on the thread
+ * count. Host memory; thread-safe as the float32 entries. */
+void plait_k_to_bf16(plait_bf16 *dst, const float *src, size_t n);
+void plait_k_from_bf16(float *dst, const plait_bf16 *src, size_t n);
+void plait_k_layernorm_forward_bf16(plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                    const float *bias, int64_t BT, int64_t C);
+void plait_k_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
+                                           const plait_bf16 *dout, const float *inp, const float *weight,
+                                           const float *mean, const float *rstd, int64_t BT, int64_t C);
+void plait_k_layernorm_backward_fused_bf16_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight,
+                                                float *dbias, const plait_bf16 *dout, const float *inp,
+                                                const float *weight, const float *mean, const float *rstd, int64_t BT,
+                                                int64_t C);
+void plait_k_matmul_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
+                                 const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_forward_residual_bf16(float *out, const float *res, const plait_bf16 *inp, const plait_bf16 *weight,
+                                          const float *bias, int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_forward_gelu_bf16(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                  const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_backward_gelu_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                       const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
+                                       int64_t BT, int64_t C, int64_t OC);
+void plait_k_gelu_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, size_t n);
+void plait_k_attention_fused_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                          int64_t T, int64_t NH, int64_t HS);
+void plait_k_attention_fused_backward_bf16(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout,
+                                           const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                           int64_t T, int64_t NH, int64_t HS);
+void plait_k_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                        int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+void plait_k_attention_gqa_backward_bf16(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout,
+                                         const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                         int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+void plait_k_crossentropy_fused_bf16(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                     const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                     int64_t n_valid, float scale);
+void plait_k_rmsnorm_forward_bf16(plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT,
+                                  int64_t C, float eps);
+void plait_k_rmsnorm_backward_bf16(float *dinp, const float *dres, float *dweight, const plait_bf16 *dout,
+                                   const float *inp, const float *weight, const float *rstd, int64_t BT, int64_t C);
+void plait_k_rope_bf16(plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads,
+                       int64_t HS, int inverse);
+void plait_k_swiglu_forward_bf16(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F);
+void plait_k_swiglu_backward_bf16(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F);
+
 #endif

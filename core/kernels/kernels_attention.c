@@ -150,11 +150,11 @@ void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, 
 
 /* Floats of scratch an item (one (batch, head) pair) uses: the tile's
  * scores, and in the backward their gradient beside them. */
-static size_t fused_item_floats(int64_t T) { return (size_t)(2 * ATT_TILE * T); }
+size_t plait_k_attention_item_floats(int64_t T) { return (size_t)(2 * ATT_TILE * T); }
 
 size_t plait_k_attention_fused_scratch(int64_t B, int64_t T, int64_t NH, int64_t HS) {
     (void)HS;
-    return (size_t)(B * NH) * fused_item_floats(T);
+    return (size_t)(B * NH) * plait_k_attention_item_floats(T);
 }
 
 /* Scores of rows [i0, i1) (tile row r = row i0 + r, stride T) -> their
@@ -210,26 +210,27 @@ static head_at head_columns(const fused_job *j, int64_t b, int64_t h) {
     return (head_at){.q = row0 + h * HS, .k = row0 + (j->NH + kv) * HS, .v = row0 + (j->NH + j->NKV + kv) * HS, .W = W};
 }
 
-/* The forward of one item (a batch and query head): the unfused forward's
- * products and softmax on the tile's rows (so `out` gets its bits), and
- * lse = max + log Σ. */
+void plait_k_attention_head_forward(float *out, int64_t ldo, float *lse, float *s, const float *q, const float *k,
+                                    const float *v, int64_t W, int64_t T, int64_t HS) {
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
+        plait_k_gemm_here(0, 1, i1 - i0, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, s, T);
+        softmax_tile_lse(s, lse, i0, i1, T);
+        plait_k_gemm_here(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, W, 0.0f, out + i0 * ldo, ldo);
+    }
+}
+
+/* The forward of one item (a batch and query head) */
 static void fused_forward_item(void *vj, int64_t item) {
     const fused_job *j = vj;
     const int64_t T = j->T, HS = j->HS, NH = j->NH;
     const int64_t b = item / NH, h = item % NH;
     const int64_t Cl = NH * HS;
     const head_at at = head_columns(j, b, h);
-    const int64_t W = at.W;
-    const float *q = j->qkv + at.q, *k = j->qkv + at.k, *v = j->qkv + at.v;
-    float *s = j->scratch + (size_t)item * fused_item_floats(T), *lse = j->lse + item * T;
-    float *out = j->out + b * T * Cl + h * HS;
-    const float scale = 1.0f / sqrtf((float)HS);
-    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
-        int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
-        plait_k_gemm_here(0, 1, i1 - i0, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, s, T);
-        softmax_tile_lse(s, lse, i0, i1, T);
-        plait_k_gemm_here(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, W, 0.0f, out + i0 * Cl, Cl);
-    }
+    plait_k_attention_head_forward(j->out + b * T * Cl + h * HS, Cl, j->lse + item * T,
+                                   j->scratch + (size_t)item * plait_k_attention_item_floats(T), j->qkv + at.q,
+                                   j->qkv + at.k, j->qkv + at.v, at.W, T, HS);
 }
 
 void plait_k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
@@ -245,40 +246,44 @@ void plait_k_attention_fused_forward(float *out, float *lse, float *scratch, con
     plait_k_attention_gqa_forward(out, lse, scratch, qkv, B, T, NH, NH, HS);
 }
 
-/* The backward of one item (a batch and key/value head), for each query
- * head of its group in order, row tile by row tile: P = exp(S − lse) and
- * dP = dO·Vᵀ for the tile's rows over keys 0..i1, dS = P(dP − Σ_j P·dP)
- * (the row's full dot: every key of the row is in the tile), dQ = dS·K
- * for the tile's rows, and dV += Pᵀ·dO, dK += dSᵀ·Q over the keys the
- * tile sees. One item owns its key/value head's dK and dV, so the sum
- * over the group's heads has one order whatever the threads. */
+void plait_k_attention_head_backward(float *dq, float *dk, float *dv, float *p, const float *dout, int64_t ldd,
+                                     const float *lse, const float *q, const float *k, const float *v, int64_t W,
+                                     int64_t T, int64_t HS) {
+    float *g = p + ATT_TILE * T;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
+        plait_k_gemm_here(0, 1, rows, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, p, T);
+        plait_k_gemm_here(0, 1, rows, i1, HS, 1.0f, dout + i0 * ldd, ldd, v, W, 0.0f, g, T);
+        softmax_tile_grad(p, g, lse, i0, i1, T);
+        plait_k_gemm_here(0, 0, rows, HS, i1, scale, g, T, k, W, 0.0f, dq + i0 * W, W);
+        plait_k_gemm_here(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * ldd, ldd, 1.0f, dv, W);
+        plait_k_gemm_here(1, 0, i1, HS, rows, scale, g, T, q + i0 * W, W, 1.0f, dk, W);
+    }
+}
+
+/* The backward of one item (a batch and key/value head): its query heads
+ * in order, dK and dV zeroed before the first. One item owns its
+ * key/value head's dK and dV, so the sum over the group's heads has one
+ * order whatever the threads. */
 static void fused_backward_item(void *vj, int64_t item) {
     const fused_job *j = vj;
     const int64_t T = j->T, HS = j->HS, NH = j->NH, NKV = j->NKV, G = NH / NKV;
     const int64_t b = item / NKV, kv = item % NKV;
     const int64_t Cl = NH * HS;
-    float *p = j->scratch + (size_t)item * fused_item_floats(T), *g = p + ATT_TILE * T;
-    const float scale = 1.0f / sqrtf((float)HS);
+    float *p = j->scratch + (size_t)item * plait_k_attention_item_floats(T);
     for (int64_t h = kv * G; h < (kv + 1) * G; h++) {
         const head_at at = head_columns(j, b, h);
         const int64_t W = at.W;
-        const float *q = j->qkv + at.q, *k = j->qkv + at.k, *v = j->qkv + at.v;
-        const float *dout = j->dout + b * T * Cl + h * HS, *lse = j->lse_in + (b * NH + h) * T;
-        float *dq = j->dqkv + at.q, *dk = j->dqkv + at.k, *dv = j->dqkv + at.v;
+        float *dk = j->dqkv + at.k, *dv = j->dqkv + at.v;
         if (h == kv * G)
             for (int64_t t = 0; t < T; t++) {
                 memset(dk + t * W, 0, (size_t)HS * sizeof *dk);
                 memset(dv + t * W, 0, (size_t)HS * sizeof *dv);
             }
-        for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
-            const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
-            plait_k_gemm_here(0, 1, rows, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, p, T);
-            plait_k_gemm_here(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, W, 0.0f, g, T);
-            softmax_tile_grad(p, g, lse, i0, i1, T);
-            plait_k_gemm_here(0, 0, rows, HS, i1, scale, g, T, k, W, 0.0f, dq + i0 * W, W);
-            plait_k_gemm_here(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, W);
-            plait_k_gemm_here(1, 0, i1, HS, rows, scale, g, T, q + i0 * W, W, 1.0f, dk, W);
-        }
+        plait_k_attention_head_backward(j->dqkv + at.q, dk, dv, p, j->dout + b * T * Cl + h * HS, Cl,
+                                        j->lse_in + (b * NH + h) * T, j->qkv + at.q, j->qkv + at.k, j->qkv + at.v, W, T,
+                                        HS);
     }
 }
 

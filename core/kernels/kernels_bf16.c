@@ -17,6 +17,10 @@
  *
  * The copies live in per-thread scratch buffers that grow to the largest
  * product and are freed when the thread ends.
+ *
+ * Also what the entries on bf16 activations share (kernels_internal.h):
+ * that scratch by slot, the widening and rounding loops, to_bf16 and
+ * from_bf16, and one product on bf16 operands (plait_k_bf16_tile).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -119,8 +123,8 @@ float plait_bf16_round(float x) { return bf16_round(x); }
 
 /* ---- per-thread scratch ------------------------------------------------- */
 typedef struct scratch {
-    void *buf[2];
-    size_t cap[2];
+    void *buf[PLAIT_K_SCRATCH_SLOTS];
+    size_t cap[PLAIT_K_SCRATCH_SLOTS];
 } scratch;
 
 static pthread_key_t g_key;
@@ -128,8 +132,7 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 static void scratch_free(void *p) {
     scratch *s = p;
-    free(s->buf[0]);
-    free(s->buf[1]);
+    for (int i = 0; i < PLAIT_K_SCRATCH_SLOTS; i++) free(s->buf[i]);
     free(s);
 }
 
@@ -152,6 +155,17 @@ static void *scratch_get(int which, size_t bytes) {
         s->cap[which] = bytes;
     }
     return s->buf[which];
+}
+
+float *plait_k_scratch(int slot, size_t n) { return scratch_get(slot, (n ? n : 1) * sizeof(float)); }
+
+float *plait_k_scratch_or_die(int slot, size_t n, const char *kernel) {
+    float *p = plait_k_scratch(slot, n);
+    if (p) return p;
+    fprintf(stderr, "FATAL: kernels: %s: out of memory for %zu bytes of per-thread scratch\n", kernel,
+            n * sizeof(float));
+    fflush(stderr);
+    abort();
 }
 
 /* ---- conversion --------------------------------------------------------- */
@@ -202,16 +216,55 @@ int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_
 }
 
 /* a bf16 value widened to fp32 (exact) */
-static float widen1(uint16_t v) {
+static inline float widen1(uint16_t v) {
     uint32_t u = (uint32_t)v << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
-static void widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = widen1(src[r * ld + c]);
+PLAIT_SIMD_CLONES void plait_k_widen(float *restrict dst, const uint16_t *restrict src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = widen1(src[i]);
+}
+
+PLAIT_SIMD_CLONES void plait_k_narrow(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = (uint16_t)(round_bits(src[i]) >> 16);
+}
+
+void plait_k_widen_rows(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t r = 0; r < rows; r++) plait_k_widen(dst + r * cols, src + r * ld, cols);
+}
+
+void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) plait_k_narrow(dst + r * ld, src + r * cols, cols);
+}
+
+/* ---- the whole-tensor entries (to_bf16, from_bf16) ---------------------- */
+typedef struct span_job {
+    uint16_t *h;
+    float *f;
+    const uint16_t *hin;
+    const float *fin;
+} span_job;
+
+static void to_bf16_range(void *vj, int64_t lo, int64_t hi) {
+    const span_job *j = vj;
+    plait_k_narrow(j->h + lo, j->fin + lo, hi - lo);
+}
+
+static void from_bf16_range(void *vj, int64_t lo, int64_t hi) {
+    const span_job *j = vj;
+    plait_k_widen(j->f + lo, j->hin + lo, hi - lo);
+}
+
+void plait_k_to_bf16(plait_bf16 *dst, const float *src, size_t n) {
+    span_job j = {.h = dst, .fin = src};
+    plait_pool_for((int64_t)n, PLAIT_ELEMWISE_CHUNK, to_bf16_range, &j);
+}
+
+void plait_k_from_bf16(float *dst, const plait_bf16 *src, size_t n) {
+    span_job j = {.f = dst, .hin = src};
+    plait_pool_for((int64_t)n, PLAIT_ELEMWISE_CHUNK, from_bf16_range, &j);
 }
 
 /* A product oneDNN refused (out of memory for its primitive): the same
@@ -226,8 +279,8 @@ static void widened_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
     plait_kernels_warn("oneDNN refused a bf16 %lldx%lldx%lld product; it runs on the fp32 %s", (long long)M,
                        (long long)N, (long long)K, wa && wb ? "BLAS" : "scalar loop");
     if (wa && wb) {
-        widen(A, a_rows, a_cols, lda, wa);
-        widen(B, b_rows, b_cols, ldb, wb);
+        plait_k_widen_rows(wa, A, a_rows, a_cols, lda);
+        plait_k_widen_rows(wb, B, b_rows, b_cols, ldb);
         plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
     } else {
         for (int64_t i = 0; i < M; i++)
@@ -244,6 +297,40 @@ static void widened_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
     free(wb);
 }
 
+/* The native product of two bf16 operands on this thread (a bf16 run's
+ * library: cblas_sbgemm, or oneDNN with the widened product where it
+ * refuses the shape). */
+static void native_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (!g_sbgemm) {
+        if (plait_k_onednn_bf16_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) != 0)
+            widened_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    g_sbgemm(101 /* CblasRowMajor */, trans_a ? 112 : 111, trans_b ? 112 : 111, (int)M, (int)N, (int)K, alpha, A,
+             (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (g_precision == PLAIT_KERNELS_BF16) {
+        native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K, b_rows = trans_b ? N : K,
+                  b_cols = trans_b ? K : N;
+    float *wa = plait_k_scratch(PLAIT_K_SLOT_TILE_A, (size_t)(a_rows * a_cols));
+    float *wb = plait_k_scratch(PLAIT_K_SLOT_TILE_B, (size_t)(b_rows * b_cols));
+    if (!wa || !wb) {
+        widened_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    plait_k_widen_rows(wa, A, a_rows, a_cols, lda);
+    plait_k_widen_rows(wb, B, b_rows, b_cols, ldb);
+    plait_k_gemm_here(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
+}
+
 void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
                        int64_t ldc) {
@@ -252,13 +339,7 @@ void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         const uint16_t *A = op->A, *B = op->B;
         A += trans_a ? r0 : r0 * op->lda;
         B += trans_b ? c0 * op->ldb : c0;
-        if (!g_sbgemm) {
-            if (plait_k_onednn_bf16_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc) != 0)
-                widened_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
-            return;
-        }
-        g_sbgemm(101 /* CblasRowMajor */, trans_a ? 112 : 111, trans_b ? 112 : 111, (int)M, (int)N, (int)K,
-                 alpha, A, (int)op->lda, B, (int)op->ldb, beta, C, (int)ldc);
+        native_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
     } else {
         const float *A = op->A, *B = op->B;
         A += trans_a ? r0 : r0 * op->lda;

@@ -12,7 +12,7 @@
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-PLAIT_SIMD_CLONES static void gelu_forward_span(float *out, const float *inp, size_t n) {
+PLAIT_SIMD_CLONES void plait_k_gelu_forward_span(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x * x);
@@ -20,7 +20,7 @@ PLAIT_SIMD_CLONES static void gelu_forward_span(float *out, const float *inp, si
     }
 }
 
-PLAIT_SIMD_CLONES static void gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
+PLAIT_SIMD_CLONES void plait_k_gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float x2 = x * x;
@@ -41,14 +41,14 @@ static void gelu_forward_item(void *vj, int64_t item) {
     const gelu_job *j = vj;
     size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
     size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
-    gelu_forward_span(j->out + lo, j->inp + lo, len);
+    plait_k_gelu_forward_span(j->out + lo, j->inp + lo, len);
 }
 
 static void gelu_backward_item(void *vj, int64_t item) {
     const gelu_job *j = vj;
     size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
     size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
-    gelu_backward_span(j->out + lo, j->inp + lo, j->dout + lo, len);
+    plait_k_gelu_backward_span(j->out + lo, j->inp + lo, j->dout + lo, len);
 }
 
 void plait_k_gelu_forward(float *out, const float *inp, size_t n) {
@@ -77,4 +77,28 @@ void plait_k_matmul_backward_gelu(float *dinp, float *dweight, float *dbias, con
                                   const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC) {
     plait_k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC);
     if (dinp) plait_k_gelu_backward(dinp, pre, dinp, (size_t)(BT * C));
+}
+
+/* gelu_forward on bf16 (plait/kernels.h gelu_forward_bf16): a piece widened
+ * on the stack, the float32 span, rounded back (out may be inp: each piece
+ * is read before it is written) */
+typedef struct gelu_bf16_job {
+    plait_bf16 *out;
+    const plait_bf16 *inp;
+} gelu_bf16_job;
+
+static void gelu_bf16_range(void *vj, int64_t lo, int64_t hi) {
+    const gelu_bf16_job *j = vj;
+    float x[PLAIT_K_STACK_FLOATS];
+    for (int64_t a = lo; a < hi; a += PLAIT_K_STACK_FLOATS) {
+        const int64_t n = hi - a < PLAIT_K_STACK_FLOATS ? hi - a : PLAIT_K_STACK_FLOATS;
+        plait_k_widen(x, j->inp + a, n);
+        plait_k_gelu_forward_span(x, x, (size_t)n);
+        plait_k_narrow(j->out + a, x, n);
+    }
+}
+
+void plait_k_gelu_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, size_t n) {
+    gelu_bf16_job j = {out, inp};
+    plait_pool_for((int64_t)n, PLAIT_ELEMWISE_CHUNK, gelu_bf16_range, &j);
 }

@@ -77,6 +77,68 @@ void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
                        int64_t ldc);
 
+/* ---- bf16 activations (plait/kernels.h, ABI 1.8 on) ------------------------
+ * The entries on bf16 tensors widen what they read into float32 scratch a
+ * tile or a block of rows at a time, run the float32 entry's arithmetic
+ * on it, and round what they write once: the float32 entry's bits on the
+ * widened inputs, rounded (the contract), for products up to the order of
+ * the sums. */
+
+/* Per-thread float32 scratch, by slot (each grows to the largest request
+ * and lives until the thread ends); NULL when out of memory. Slots 0 and 1
+ * hold plait_k_bf16_operands' copies; the rest, named here, the
+ * bf16-activation entries'. A slot's contents last until that thread's
+ * next request of the same slot. */
+enum {
+    PLAIT_K_SLOT_TILE_A = 2, /* a product tile's operands widened (no native bf16 product) */
+    PLAIT_K_SLOT_TILE_B = 3,
+    PLAIT_K_SLOT_TILE_C = 4, /* a product tile's float32 result before its epilogue */
+    PLAIT_K_SLOT_ROWS0 = 5,  /* a row kernel's or an attention item's widened operands */
+    PLAIT_K_SLOT_ROWS1 = 6,
+    PLAIT_K_SLOT_ROWS2 = 7,
+    PLAIT_K_SLOT_ROWS3 = 8,
+    PLAIT_K_SCRATCH_SLOTS = 9
+};
+float *plait_k_scratch(int slot, size_t n);
+/* The same, or the process ended with the kernel and the size named where
+ * memory ran out: a kernel has no error to return, and a result left
+ * unwritten would be worse. */
+float *plait_k_scratch_or_die(int slot, size_t n, const char *kernel);
+/* Floats an elementwise bf16 kernel widens at a time on its stack (no
+ * scratch, so nothing to run out of). */
+#define PLAIT_K_STACK_FLOATS 1024
+/* dst[i] = src[i] widened (exact) / rounded to nearest even (a NaN kept
+ * quiet); on the calling thread. */
+void plait_k_widen(float *dst, const uint16_t *src, int64_t n);
+void plait_k_narrow(uint16_t *dst, const float *src, int64_t n);
+/* rows x cols of a strided bf16 matrix widened into a packed float one
+ * (row stride cols), and the reverse */
+void plait_k_widen_rows(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld);
+void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t rows, int64_t cols);
+/* One product on bf16 operands on the calling thread, C float32
+ * (row-major, strides as stored): the native bf16 product of a bf16 run
+ * (oneDNN or cblas_sbgemm), else the float32 product of the operands
+ * widened (exact) in this thread's tile slots. */
+void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* GELU's float32 spans (kernels_gelu.c; out may be inp): what the fused
+ * products on bf16 apply to a tile */
+void plait_k_gelu_forward_span(float *out, const float *inp, size_t n);
+void plait_k_gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* One query head of the fused attention (kernels_attention.c), what an
+ * item of the float32 and the bf16 entries runs: q, k and v (and in the
+ * backward dq, dk and dv) with row stride W, out and dout with theirs;
+ * lse[T]; s or p the item's scratch, plait_k_attention_item_floats(T)
+ * floats. The backward adds into dk and dv (the caller zeroes them before
+ * a group's first head) and overwrites dq. */
+size_t plait_k_attention_item_floats(int64_t T);
+void plait_k_attention_head_forward(float *out, int64_t ldo, float *lse, float *s, const float *q, const float *k,
+                                    const float *v, int64_t W, int64_t T, int64_t HS);
+void plait_k_attention_head_backward(float *dq, float *dk, float *dv, float *p, const float *dout, int64_t ldd,
+                                     const float *lse, const float *q, const float *k, const float *v, int64_t W,
+                                     int64_t T, int64_t HS);
 
 /* Elements per work item of threaded elementwise kernels (fixed, so the
  * split never depends on the thread count). */

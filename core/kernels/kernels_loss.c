@@ -166,3 +166,40 @@ void plait_k_crossentropy_fused(float *losses, float *lse, double *loss_sum, flo
     for (int64_t r = 0; r < BT; r++) sum += losses[r];
     *loss_sum += sum;
 }
+
+/* ---- on bf16 logits (plait/kernels.h crossentropy_fused_bf16) ------------------ */
+
+typedef struct ce_bf16_job {
+    float *losses, *lse;
+    plait_bf16 *dlogits;
+    const plait_bf16 *logits;
+    const int32_t *targets;
+    int64_t Vl, n_valid;
+    float scale;
+} ce_bf16_job;
+
+/* Each row widened into the thread's scratch, the float32 row's arithmetic
+ * (ce_full_rows), its gradient rounded once into dlogits (which may be the
+ * logits: the row was read first). */
+static void ce_bf16_rows(void *vj, int64_t r0, int64_t r1) {
+    const ce_bf16_job *j = vj;
+    const int64_t Vl = j->Vl;
+    float *l = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)Vl, "crossentropy_fused_bf16");
+    float *d = j->dlogits ? plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS1, (size_t)Vl, "crossentropy_fused_bf16") : NULL;
+    for (int64_t r = r0; r < r1; r++) {
+        plait_k_widen(l, j->logits + r * Vl, Vl);
+        ce_full_job row = {j->losses + r, j->lse ? j->lse + r : NULL, d, l, j->targets + r, Vl, j->n_valid, j->scale};
+        ce_full_rows(&row, 0, 1);
+        if (d) plait_k_narrow(j->dlogits + r * Vl, d, Vl);
+    }
+}
+
+void plait_k_crossentropy_fused_bf16(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                     const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                     int64_t n_valid, float scale) {
+    ce_bf16_job j = {losses, lse, dlogits, logits, targets, Vl, n_valid, scale};
+    plait_pool_for(BT, CE_ROWS, ce_bf16_rows, &j);
+    double sum = 0.0; /* in row order, as the float32 entry */
+    for (int64_t r = 0; r < BT; r++) sum += losses[r];
+    *loss_sum += sum;
+}

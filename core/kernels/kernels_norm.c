@@ -23,6 +23,7 @@ typedef struct ln_job {
     const float *inp, *weight, *bias, *dout;
     const float *mean_in, *rstd_in;
     const float *dres; /* backward: dinp = dres + ..., dinp itself when it accumulates, NULL: 0 + ... */
+    plait_bf16 *out_bf; /* the bf16 forward's output */
     int64_t BT, C;
 } ln_job;
 
@@ -155,4 +156,60 @@ void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dwe
                 .dout = dout, .mean_in = mean, .rstd_in = rstd, .dres = dres, .BT = BT, .C = C};
     plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
     if (dweight) plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
+}
+
+/* ---- on bf16 activations (plait/kernels.h, ABI 1.8 and 1.9) ------------------ */
+
+/* The forward's rows in float32 in the thread's scratch, rounded once */
+static void ln_forward_bf16_item(void *vj, int64_t item) {
+    const ln_job *j = vj;
+    const int64_t r0 = item * LN_ROWS, rows = (r0 + LN_ROWS < j->BT ? r0 + LN_ROWS : j->BT) - r0, C = j->C;
+    float *o = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(rows * C), "layernorm_forward_bf16");
+    ln_job part = {.out = o,
+                   .mean = j->mean ? j->mean + r0 : NULL,
+                   .rstd = j->rstd ? j->rstd + r0 : NULL,
+                   .inp = j->inp + r0 * C,
+                   .weight = j->weight,
+                   .bias = j->bias,
+                   .BT = rows,
+                   .C = C};
+    ln_forward_rows(&part, 0, rows);
+    plait_k_narrow(j->out_bf + r0 * C, o, rows * C);
+}
+
+void plait_k_layernorm_forward_bf16(plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                    const float *bias, int64_t BT, int64_t C) {
+    ln_job j = {
+        .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias, .out_bf = out, .BT = BT, .C = C};
+    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_forward_bf16_item, &j);
+}
+
+/* The backward reads dout by rows and, for the parameters' gradients, by
+ * columns: it is widened whole into the caller's scratch (exact), and the
+ * float32 entry runs on it. */
+void plait_k_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
+                                           const plait_bf16 *dout, const float *inp, const float *weight,
+                                           const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    float *d = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS3, (size_t)(BT * C), "layernorm_backward_fused_bf16");
+    plait_k_from_bf16(d, dout, (size_t)(BT * C));
+    if (dinp) plait_k_layernorm_backward_fused(dinp, dres, dweight, dbias, d, inp, weight, mean, rstd, BT, C);
+    else if (dweight) {
+        ln_job j = {.dweight = dweight,
+                    .dbias = dbias,
+                    .inp = inp,
+                    .dout = d,
+                    .mean_in = mean,
+                    .rstd_in = rstd,
+                    .BT = BT,
+                    .C = C};
+        plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
+    }
+}
+
+void plait_k_layernorm_backward_fused_bf16_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight,
+                                                float *dbias, const plait_bf16 *dout, const float *inp,
+                                                const float *weight, const float *mean, const float *rstd, int64_t BT,
+                                                int64_t C) {
+    plait_k_layernorm_backward_fused_bf16(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
+    plait_k_to_bf16(dinp_bf, dinp, (size_t)(BT * C));
 }

@@ -22,6 +22,7 @@ typedef struct rms_job {
     float *dinp, *dweight; /* backward */
     const float *inp, *weight, *dout, *rstd_in;
     const float *dres; /* backward: dinp = dres + ..., NULL: 0 + ... */
+    plait_bf16 *out_bf; /* the bf16 forward's output */
     int64_t BT, C;
     float eps;
 } rms_job;
@@ -107,4 +108,37 @@ void plait_k_rmsnorm_backward(float *dinp, const float *dres, float *dweight, co
     /* the two parts are independent (a split backward runs them apart) */
     if (dinp) plait_pool_run((BT + RMS_ROWS - 1) / RMS_ROWS, rms_backward_item, &j);
     if (dweight) plait_pool_run((C + RMS_COLS - 1) / RMS_COLS, rms_weight_item, &j);
+}
+
+/* ---- on bf16 (rmsnorm_forward_bf16, rmsnorm_backward_bf16) ------------------ */
+
+/* The forward's rows in float32 in the thread's scratch, rounded once */
+static void rms_forward_bf16_item(void *vj, int64_t item) {
+    const rms_job *j = vj;
+    const int64_t r0 = item * RMS_ROWS, rows = (r0 + RMS_ROWS < j->BT ? r0 + RMS_ROWS : j->BT) - r0, C = j->C;
+    float *o = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(rows * C), "rmsnorm_forward_bf16");
+    rms_job part = {.out = o,
+                    .rstd = j->rstd ? j->rstd + r0 : NULL,
+                    .inp = j->inp + r0 * C,
+                    .weight = j->weight,
+                    .BT = rows,
+                    .C = C,
+                    .eps = j->eps};
+    rms_forward_rows(&part, 0, rows);
+    plait_k_narrow(j->out_bf + r0 * C, o, rows * C);
+}
+
+void plait_k_rmsnorm_forward_bf16(plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT,
+                                  int64_t C, float eps) {
+    rms_job j = {.out_bf = out, .rstd = rstd, .inp = inp, .weight = weight, .BT = BT, .C = C, .eps = eps};
+    plait_pool_run((BT + RMS_ROWS - 1) / RMS_ROWS, rms_forward_bf16_item, &j);
+}
+
+/* dout read by rows and by columns: widened whole into the caller's
+ * scratch (exact), then the float32 entry */
+void plait_k_rmsnorm_backward_bf16(float *dinp, const float *dres, float *dweight, const plait_bf16 *dout,
+                                   const float *inp, const float *weight, const float *rstd, int64_t BT, int64_t C) {
+    float *d = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS3, (size_t)(BT * C), "rmsnorm_backward_bf16");
+    plait_k_from_bf16(d, dout, (size_t)(BT * C));
+    plait_k_rmsnorm_backward(dinp, dres, dweight, d, inp, weight, rstd, BT, C);
 }

@@ -60,3 +60,46 @@ void plait_k_swiglu_backward(float *dgate, float *dup, const float *dout, const 
     swiglu_job j = {.dgate = dgate, .dup = dup, .gate = gate, .up = up, .dout = dout};
     plait_pool_for((int64_t)n, SWIGLU_CHUNK, swiglu_backward_range, &j);
 }
+
+/* ---- on bf16 (swiglu_forward_bf16, swiglu_backward_bf16) --------------------
+ * A row of gu[BT,2F] is gate_proj's F outputs then up_proj's: each row
+ * widened into the thread's scratch, the spans above, rounded once. */
+typedef struct swiglu_bf16_job {
+    plait_bf16 *out; /* forward: out[BT,F]; backward: dgu[BT,2F] */
+    const plait_bf16 *gu, *dout;
+    int64_t F;
+} swiglu_bf16_job;
+
+static void swiglu_forward_bf16_rows(void *vj, int64_t lo, int64_t hi) {
+    const swiglu_bf16_job *j = vj;
+    const int64_t F = j->F;
+    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(3 * F), "swiglu_forward_bf16");
+    for (int64_t r = lo; r < hi; r++) {
+        plait_k_widen(x, j->gu + r * 2 * F, 2 * F);
+        swiglu_forward_span(x + 2 * F, x, x + F, F);
+        plait_k_narrow(j->out + r * F, x + 2 * F, F);
+    }
+}
+
+static void swiglu_backward_bf16_rows(void *vj, int64_t lo, int64_t hi) {
+    const swiglu_bf16_job *j = vj;
+    const int64_t F = j->F;
+    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(5 * F), "swiglu_backward_bf16");
+    for (int64_t r = lo; r < hi; r++) {
+        plait_k_widen(x, j->gu + r * 2 * F, 2 * F);
+        plait_k_widen(x + 2 * F, j->dout + r * F, F);
+        swiglu_backward_span(x + 3 * F, x + 4 * F, x + 2 * F, x, x + F, F);
+        plait_k_narrow(j->out + r * 2 * F, x + 3 * F, 2 * F);
+    }
+}
+
+void plait_k_swiglu_forward_bf16(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F) {
+    swiglu_bf16_job j = {.out = out, .gu = gu, .F = F};
+    plait_pool_for(BT, 8, swiglu_forward_bf16_rows, &j);
+}
+
+void plait_k_swiglu_backward_bf16(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT,
+                                  int64_t F) {
+    swiglu_bf16_job j = {.out = dgu, .gu = gu, .dout = dout, .F = F};
+    plait_pool_for(BT, 8, swiglu_backward_bf16_rows, &j);
+}

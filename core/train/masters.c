@@ -32,7 +32,8 @@ plait_status plait_check_masters(const plait_config *cfg, uint32_t optim_flags, 
                            "%s: [%s] master = sharded: the model reads float32 weights on this run (%s), so no bf16 "
                            "copy holds them whole; use master = auto (sharded where it applies) or whole",
                            where ? where : "config", section,
-                           bf16 ? "its device or layout keeps float32 activations: the cpu device, or context "
-                                  "parallelism on a device without bf16 ring attention"
+                           bf16 ? "its device or layout keeps float32 activations: a device without the bf16 "
+                                  "entries, or context parallelism on one without bf16 ring attention (the cpu "
+                                  "device's)"
                                 : "[run] precision is not bf16");
 }

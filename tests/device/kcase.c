@@ -213,3 +213,21 @@ int kc_run(const char *name, kc_case_fn fn, const plait_kernels *cpu, const plai
     release(&b);
     return fails;
 }
+
+static void *host_alloc(size_t bytes, const char *tag) {
+    (void)tag;
+    void *p = NULL;
+    return posix_memalign(&p, 256, bytes) == 0 ? p : NULL;
+}
+static plait_status host_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    (void)dir;
+    memmove(dst, src, bytes);
+    return PLAIT_OK;
+}
+static plait_status host_sync(void) { return PLAIT_OK; }
+
+const plait_device_ops *kc_host_device(void) {
+    static const plait_device_ops host = {
+        .struct_size = sizeof host, .alloc = host_alloc, .free = free, .copy = host_copy, .synchronize = host_sync};
+    return &host;
+}

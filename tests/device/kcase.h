@@ -74,6 +74,10 @@ void kc_value(kc_ctx *x, const char *name, double v, kc_class cls);
 
 typedef void (*kc_case_fn)(kc_ctx *x);
 
+/* Host memory as a device (alloc 256-byte aligned, copy, synchronize): the
+ * CPU's kernels run as the "device" of kc_run. */
+const plait_device_ops *kc_host_device(void);
+
 /* The run's precision is fp32: set by the test's main before any case
  * runs, read by the cases that check what only fp32 promises. */
 extern int kc_fp32;

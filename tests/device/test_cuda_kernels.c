@@ -87,17 +87,6 @@ static int check_memory(const plait_device_ops *d) {
 
 /* ---- the harness checked on the CPU (runs everywhere) ------------------------ */
 
-static void *host_alloc(size_t bytes, const char *tag) {
-    (void)tag;
-    void *p = NULL;
-    return posix_memalign(&p, 256, bytes) == 0 ? p : NULL;
-}
-static plait_status host_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
-    (void)dir;
-    memmove(dst, src, bytes);
-    return PLAIT_OK;
-}
-static plait_status host_sync(void) { return PLAIT_OK; }
 
 /* leaves the last element unwritten */
 static void short_gelu(float *out, const float *inp, size_t n) { plait_k_gelu_forward(out, inp, n - 1); }
@@ -112,15 +101,14 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
  * leaves an element unwritten, or answers differently on a repeat, must
  * fail. */
 static int selfcheck(void) {
-    plait_device_ops host = {.struct_size = sizeof host, .alloc = host_alloc, .free = free, .copy = host_copy,
-                             .synchronize = host_sync};
+    const plait_device_ops *host = kc_host_device();
     cpu_table();
-    int fails = run_cases(&g_cpu, &host, 1e-5, 42);
+    int fails = run_cases(&g_cpu, host, 1e-5, 42);
     printf("self-check, CPU against CPU: %d failures (want 0)\n", fails);
     plait_kernels broken = g_cpu;
     broken.gelu_forward = short_gelu;
     broken.scale = drifting_scale;
-    int caught = run_cases(&broken, &host, 1e-5, 42);
+    int caught = run_cases(&broken, host, 1e-5, 42);
     printf("self-check, broken kernels: %d failures (want at least 2)\n", caught);
     return fails == 0 && caught >= 2 ? 0 : 1;
 }

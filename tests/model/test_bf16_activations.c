@@ -574,11 +574,29 @@ static void test_granted_only_where_whole(void **state) {
           &t);
     assert_false(t.bf16);
     harness_trace_free(&t);
-    harness_opts o = {.tp = 1, .max_slots = 1, .kernels = plait_kernels_table(), .activations_bf16 = 1};
+    plait_kernels partial = *plait_kernels_table(); /* the CPU's, one bf16 entry short */
+    partial.crossentropy_fused_bf16 = NULL;
+    harness_opts o = {.tp = 1, .max_slots = 1, .kernels = &partial, .activations_bf16 = 1};
     t.steps = 1;
     assert_int_equal(harness_trace_run(GPT_INI, 2, &o, &t), 0);
     assert_false(t.bf16);
     harness_trace_free(&t);
+}
+
+/* A bf16 residual stream on kernels that cannot widen bf16 (no from_bf16)
+ * is refused, naming the entry. */
+static void test_residual_needs_widening(void **state) {
+    (void)state;
+    plait_kernels no_widen = *plait_kernels_table();
+    no_widen.from_bf16 = NULL;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = &no_widen, .activations_bf16 = 1, .residual_bf16 = 1};
+    assert_int_not_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    assert_non_null(strstr(plait_last_error(), "kernels widen bf16 (from_bf16)"));
+    harness_free(&h);
+    o.kernels = plait_kernels_table(); /* the CPU's widen them */
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    harness_free(&h);
 }
 
 /* A forward that would keep float32 logits is refused, naming why. */
@@ -690,6 +708,7 @@ int main(void) {
         cmocka_unit_test(test_split_input_adds_no_gradient),
         cmocka_unit_test(test_copy_per_layer),
         cmocka_unit_test(test_granted_only_where_whole),
+        cmocka_unit_test(test_residual_needs_widening),
         cmocka_unit_test(test_no_float32_logits),
         cmocka_unit_test(test_received_boundary_in_bf16),
     };

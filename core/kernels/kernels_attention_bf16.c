@@ -1,0 +1,117 @@
+/*
+ * The fused attention on bf16 activations (plait/kernels.h
+ * attention_fused_*_bf16, attention_gqa_*_bf16): an item's heads of q|k|v
+ * (and dout) are widened into the thread's scratch as [T, 3·HS] rows, the
+ * float32 item runs on them (kernels_attention.c's heads, so the float32
+ * entries' arithmetic), and its results are rounded once: out a query
+ * head at a time, dq likewise, dk and dv after the group's last query
+ * head has added into them in float32. lse and the item scratch are the
+ * float32 entries' (attention_fused_scratch's size serves).
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
+
+typedef struct attn_bf16_job {
+    plait_bf16 *out, *dqkv;
+    float *lse, *scratch;
+    const plait_bf16 *qkv, *dout;
+    const float *lse_in;
+    int64_t B, T, NH, NKV, HS;
+} attn_bf16_job;
+
+/* row 0 of batch b: the row's width and where query head h, key/value
+ * head kv start (a row is [q of NH heads | k of NKV | v of NKV]) */
+static int64_t row_width(const attn_bf16_job *j) { return (j->NH + 2 * j->NKV) * j->HS; }
+static int64_t q_col(const attn_bf16_job *j, int64_t h) { return h * j->HS; }
+static int64_t k_col(const attn_bf16_job *j, int64_t kv) { return (j->NH + kv) * j->HS; }
+static int64_t v_col(const attn_bf16_job *j, int64_t kv) { return (j->NH + j->NKV + kv) * j->HS; }
+
+/* T rows of HS bf16 values at src (row stride ld) into column `col` of x
+ * ([T, 3·HS]) */
+static void widen_head(float *x, int64_t col, const plait_bf16 *src, int64_t ld, int64_t T, int64_t HS) {
+    for (int64_t t = 0; t < T; t++) plait_k_widen(x + t * 3 * HS + col, src + t * ld, HS);
+}
+
+static void narrow_head(plait_bf16 *dst, int64_t ld, const float *x, int64_t col, int64_t xld, int64_t T, int64_t HS) {
+    for (int64_t t = 0; t < T; t++) plait_k_narrow(dst + t * ld, x + t * xld + col, HS);
+}
+
+static void forward_item(void *vj, int64_t item) {
+    const attn_bf16_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH, W = row_width(j), Cl = NH * HS;
+    const int64_t b = item / NH, h = item % NH, kv = h / (NH / j->NKV);
+    const plait_bf16 *row0 = j->qkv + b * T * W;
+    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(T * 3 * HS), "attention_fused_forward_bf16");
+    float *o = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS1, (size_t)(T * HS), "attention_fused_forward_bf16");
+    widen_head(x, 0, row0 + q_col(j, h), W, T, HS);
+    widen_head(x, HS, row0 + k_col(j, kv), W, T, HS);
+    widen_head(x, 2 * HS, row0 + v_col(j, kv), W, T, HS);
+    plait_k_attention_head_forward(o, HS, j->lse + item * T,
+                                   j->scratch + (size_t)item * plait_k_attention_item_floats(T), x, x + HS, x + 2 * HS,
+                                   3 * HS, T, HS);
+    narrow_head(j->out + b * T * Cl + h * HS, Cl, o, 0, HS, T, HS);
+}
+
+static void backward_item(void *vj, int64_t item) {
+    const attn_bf16_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH, NKV = j->NKV, G = NH / NKV, W = row_width(j), Cl = NH * HS;
+    const int64_t b = item / NKV, kv = item % NKV, X = 3 * HS;
+    const plait_bf16 *row0 = j->qkv + b * T * W;
+    plait_bf16 *drow0 = j->dqkv + b * T * W;
+    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(T * X), "attention_fused_backward_bf16");
+    float *d = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS1, (size_t)(T * HS), "attention_fused_backward_bf16");
+    float *dx = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS2, (size_t)(T * X), "attention_fused_backward_bf16");
+    float *p = j->scratch + (size_t)item * plait_k_attention_item_floats(T);
+    widen_head(x, HS, row0 + k_col(j, kv), W, T, HS);
+    widen_head(x, 2 * HS, row0 + v_col(j, kv), W, T, HS);
+    for (int64_t t = 0; t < T; t++) memset(dx + t * X + HS, 0, (size_t)(2 * HS) * sizeof *dx);
+    for (int64_t h = kv * G; h < (kv + 1) * G; h++) {
+        widen_head(x, 0, row0 + q_col(j, h), W, T, HS);
+        for (int64_t t = 0; t < T; t++) plait_k_widen(d + t * HS, j->dout + (b * T + t) * Cl + h * HS, HS);
+        plait_k_attention_head_backward(dx, dx + HS, dx + 2 * HS, p, d, HS, j->lse_in + (b * NH + h) * T, x, x + HS,
+                                        x + 2 * HS, X, T, HS);
+        narrow_head(drow0 + q_col(j, h), W, dx, 0, X, T, HS);
+    }
+    narrow_head(drow0 + k_col(j, kv), W, dx, HS, X, T, HS);
+    narrow_head(drow0 + v_col(j, kv), W, dx, 2 * HS, X, T, HS);
+}
+
+void plait_k_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                        int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    plait_kernels_ensure_init();
+    attn_bf16_job j = {
+        .out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS};
+    plait_pool_run(B * NH, forward_item, &j);
+}
+
+void plait_k_attention_fused_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                          int64_t T, int64_t NH, int64_t HS) {
+    plait_k_attention_gqa_forward_bf16(out, lse, scratch, qkv, B, T, NH, NH, HS);
+}
+
+void plait_k_attention_gqa_backward_bf16(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout,
+                                         const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                         int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    (void)out; /* as the float32 entry: each row tile holds its whole row */
+    plait_kernels_ensure_init();
+    attn_bf16_job j = {.dqkv = dqkv,
+                       .scratch = scratch,
+                       .qkv = qkv,
+                       .dout = dout,
+                       .lse_in = lse,
+                       .B = B,
+                       .T = T,
+                       .NH = NH,
+                       .NKV = NKV,
+                       .HS = HS};
+    plait_pool_run(B * NKV, backward_item, &j);
+}
+
+void plait_k_attention_fused_backward_bf16(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout,
+                                           const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                           int64_t T, int64_t NH, int64_t HS) {
+    plait_k_attention_gqa_backward_bf16(dqkv, scratch, dout, qkv, out, lse, B, T, NH, NH, HS);
+}

@@ -1,0 +1,225 @@
+/*
+ * The linear layers on bf16 activations (plait/kernels.h, ABI 1.8): bf16
+ * input, weight and output gradient, products accumulated in float32.
+ *
+ * The output C[M,N] is cut into plait_k_sgemm's tiles (the same partition
+ * for the same shapes, so the bits never depend on the thread count), and
+ * each tile is one product on the calling thread (plait_k_bf16_tile: the
+ * bf16 run's native library, or the float32 product of widened operands).
+ * A float32 result (the weight gradient, a residual stream) is written in
+ * place; a bf16 one is made in the thread's scratch and finished there, in
+ * cache, before it is rounded once: the bias added, GELU applied (and its
+ * input kept), or GELU's derivative applied to a gradient.
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
+
+/* How a tile's float32 result is finished */
+typedef enum {
+    EPI_NONE = 0,  /* written in place into the float32 C */
+    EPI_ROUND,     /* + bias, rounded into out */
+    EPI_GELU,      /* + bias; pre = that rounded, out = GELU of it (before rounding) rounded */
+    EPI_GELU_BACK, /* out = GELU's backward at pre (widened) of it, rounded */
+} epilogue;
+
+typedef struct mm_job {
+    int trans_a, trans_b;
+    int64_t M, N, K, lda, ldb, tm, tn, tiles_n;
+    const uint16_t *A, *B;
+    float *C; /* EPI_NONE */
+    int64_t ldc;
+    float beta;
+    epilogue epi;
+    uint16_t *out, *pre; /* the bf16 results, row stride N */
+    const uint16_t *bias, *pre_in;
+} mm_job;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* a tile's rows of t (row stride cols) finished into the job's bf16 outputs */
+static void finish_rows(const mm_job *j, float *t, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    float w[PLAIT_K_STACK_FLOATS];
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = t + r * cols;
+        const int64_t at = (r0 + r) * j->N + c0;
+        if (j->bias)
+            for (int64_t a = 0; a < cols; a += PLAIT_K_STACK_FLOATS) {
+                const int64_t n = cols - a < PLAIT_K_STACK_FLOATS ? cols - a : PLAIT_K_STACK_FLOATS;
+                plait_k_widen(w, j->bias + c0 + a, n);
+                for (int64_t c = 0; c < n; c++) x[a + c] += w[c];
+            }
+        if (j->epi == EPI_GELU) {
+            plait_k_narrow(j->pre + at, x, cols);
+            plait_k_gelu_forward_span(x, x, (size_t)cols);
+        } else if (j->epi == EPI_GELU_BACK) {
+            for (int64_t a = 0; a < cols; a += PLAIT_K_STACK_FLOATS) {
+                const int64_t n = cols - a < PLAIT_K_STACK_FLOATS ? cols - a : PLAIT_K_STACK_FLOATS;
+                plait_k_widen(w, j->pre_in + at + a, n);
+                plait_k_gelu_backward_span(x + a, w, x + a, (size_t)n);
+            }
+        }
+        plait_k_narrow(j->out + at, x, cols);
+    }
+}
+
+static void mm_tile(void *vj, int64_t tile) {
+    const mm_job *j = vj;
+    const int64_t r0 = tile / j->tiles_n * j->tm, c0 = tile % j->tiles_n * j->tn;
+    const int64_t rows = j->M - r0 < j->tm ? j->M - r0 : j->tm;
+    const int64_t cols = j->N - c0 < j->tn ? j->N - c0 : j->tn;
+    const uint16_t *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
+    const uint16_t *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
+    if (j->epi == EPI_NONE) {
+        plait_k_bf16_tile(j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, j->beta,
+                          j->C + r0 * j->ldc + c0, j->ldc);
+        return;
+    }
+    float *t = plait_k_scratch_or_die(PLAIT_K_SLOT_TILE_C, (size_t)(rows * cols), "a bf16 product's tile");
+    plait_k_bf16_tile(j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, 0.0f, t, cols);
+    finish_rows(j, t, r0, c0, rows, cols);
+}
+
+static void mm_run(mm_job *j) {
+    if (j->M <= 0 || j->N <= 0) return;
+    plait_kernels_ensure_init();
+    const int64_t tiles = plait_k_sgemm_tiles(j->M, j->N, j->K, &j->tm, &j->tn);
+    j->tiles_n = ceil_div(j->N, j->tn);
+    plait_pool_run(tiles, mm_tile, j);
+}
+
+/* out[BT,OC] = inp[BT,C]·weightᵀ (weight [OC,C]) finished by `epi` */
+static void forward_bf16(epilogue epi, plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp,
+                         const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    mm_job j = {.trans_b = 1,
+                .M = BT,
+                .N = OC,
+                .K = C,
+                .lda = C,
+                .ldb = C,
+                .A = inp,
+                .B = weight,
+                .epi = epi,
+                .out = out,
+                .pre = pre,
+                .bias = bias};
+    mm_run(&j);
+}
+
+void plait_k_matmul_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
+                                 const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    forward_bf16(EPI_ROUND, out, NULL, inp, weight, bias, BT, C, OC);
+}
+
+void plait_k_matmul_forward_gelu_bf16(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    forward_bf16(EPI_GELU, out, pre, inp, weight, bias, BT, C, OC);
+}
+
+/* out = res + bias (either NULL: left out), the float32 entry's first step */
+typedef struct res_job {
+    float *out;
+    const float *res, *bias;
+    int64_t C;
+} res_job;
+
+static void res_rows(void *vj, int64_t r0, int64_t r1) {
+    const res_job *j = vj;
+    const int64_t C = j->C;
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = j->out + r * C;
+        const float *x = j->res ? j->res + r * C : NULL, *b = j->bias;
+        if (x && b)
+            for (int64_t c = 0; c < C; c++) o[c] = x[c] + b[c];
+        else if (b) memcpy(o, b, (size_t)C * sizeof *o);
+        else if (o != x) memcpy(o, x, (size_t)C * sizeof *o);
+    }
+}
+
+void plait_k_matmul_forward_residual_bf16(float *out, const float *res, const plait_bf16 *inp, const plait_bf16 *weight,
+                                          const float *bias, int64_t BT, int64_t C, int64_t OC) {
+    res_job r = {out, res, bias, OC};
+    if (res || bias) plait_pool_for(BT, 64, res_rows, &r);
+    mm_job j = {.trans_b = 1,
+                .M = BT,
+                .N = OC,
+                .K = C,
+                .lda = C,
+                .ldb = C,
+                .A = inp,
+                .B = weight,
+                .C = out,
+                .ldc = OC,
+                .beta = res || bias ? 1.0f : 0.0f};
+    mm_run(&j);
+}
+
+/* dbias[c] += Σ_r dout[r,c] over the rows in order, a block of columns a
+ * work item (plait_k_bias_backward's order, on the widened values) */
+#define BIAS_COLS 64
+
+typedef struct bias_job {
+    float *dbias;
+    const uint16_t *dout;
+    int64_t BT, OC;
+} bias_job;
+
+static void bias_item(void *vj, int64_t item) {
+    const bias_job *j = vj;
+    const int64_t c0 = item * BIAS_COLS, n = c0 + BIAS_COLS < j->OC ? BIAS_COLS : j->OC - c0;
+    float acc[BIAS_COLS], row[BIAS_COLS];
+    for (int64_t c = 0; c < n; c++) acc[c] = j->dbias[c0 + c];
+    for (int64_t r = 0; r < j->BT; r++) {
+        plait_k_widen(row, j->dout + r * j->OC + c0, n);
+        for (int64_t c = 0; c < n; c++) acc[c] += row[c];
+    }
+    for (int64_t c = 0; c < n; c++) j->dbias[c0 + c] = acc[c];
+}
+
+static void backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp,
+                          const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC) {
+    if (dinp) { /* dinp[BT,C] = dout[BT,OC]·weight[OC,C] */
+        mm_job j = {.M = BT,
+                    .N = C,
+                    .K = OC,
+                    .lda = OC,
+                    .ldb = C,
+                    .A = dout,
+                    .B = weight,
+                    .epi = pre ? EPI_GELU_BACK : EPI_ROUND,
+                    .out = dinp,
+                    .pre_in = pre};
+        mm_run(&j);
+    }
+    if (dweight) { /* dweight[OC,C] += doutᵀ·inp */
+        mm_job j = {.trans_a = 1,
+                    .M = OC,
+                    .N = C,
+                    .K = BT,
+                    .lda = OC,
+                    .ldb = C,
+                    .A = dout,
+                    .B = inp,
+                    .C = dweight,
+                    .ldc = C,
+                    .beta = 1.0f};
+        mm_run(&j);
+    }
+    if (dbias) {
+        bias_job b = {dbias, dout, BT, OC};
+        plait_pool_run((OC + BIAS_COLS - 1) / BIAS_COLS, bias_item, &b);
+    }
+}
+
+void plait_k_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                  const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC) {
+    backward_bf16(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC);
+}
+
+void plait_k_matmul_backward_gelu_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                       const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
+                                       int64_t BT, int64_t C, int64_t OC) {
+    backward_bf16(dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC);
+}
