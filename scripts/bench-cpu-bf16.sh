@@ -14,7 +14,7 @@
 # Each figure is a fresh process's median step (`plait bench train CONFIG
 # run.threads=T [run.precision=bf16]`; the peers with OMP_NUM_THREADS=T,
 # OMP_WAIT_POLICY=PASSIVE). Prints each round with the load average, then
-# a table of medians and per-round ranges of the three ratios. Exits 77,
+# a table of medians and per-round ranges of the four ratios. Exits 77,
 # saying why, when plait refuses bf16 here (a CPU without AVX512_BF16 or
 # AMX_BF16, or no bf16 product library) or the python cannot import torch
 # and transformers. A benchmark, not a test: nothing here asserts a speed.
@@ -76,7 +76,7 @@ range() { printf '%s–%s' "$(printf '%s\n' "$@" | sort -g | head -1)" "$(printf
 summary=()
 for sh in "${shapes[@]}"; do
   IFS='|' read -r name cfg kind args warmup steps <<<"$sh"
-  pf=() pb=() tf=() tb=() r1=() r2=() r3=()
+  pf=() pb=() tf=() tb=() r1=() r2=() r3=() r4=()
   for r in $(seq "$rounds"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
     a=$(plait_run "$cfg" "$warmup" "$steps")
@@ -90,12 +90,13 @@ for sh in "${shapes[@]}"; do
     x=$(awk -v p="$b" -v q="$a" 'BEGIN { printf "%.2f", p / q }')
     y=$(awk -v p="$b" -v q="$d" 'BEGIN { printf "%.2f", p / q }')
     z=$(awk -v p="$a" -v q="$c" 'BEGIN { printf "%.2f", p / q }')
-    echo "$name round=$r load=$load plait_fp32=$a plait_bf16=$b torch_fp32=$c torch_bf16=$d bf16/fp32=$x bf16/torch_bf16=$y fp32/torch_fp32=$z"
-    pf+=("$a") pb+=("$b") tf+=("$c") tb+=("$d") r1+=("$x") r2+=("$y") r3+=("$z")
+    v=$(awk -v p="$b" -v q="$c" 'BEGIN { printf "%.2f", p / q }')
+    echo "$name round=$r load=$load plait_fp32=$a plait_bf16=$b torch_fp32=$c torch_bf16=$d bf16/fp32=$x bf16/torch_bf16=$y bf16/torch_fp32=$v fp32/torch_fp32=$z"
+    pf+=("$a") pb+=("$b") tf+=("$c") tb+=("$d") r1+=("$x") r2+=("$y") r3+=("$z") r4+=("$v")
   done
-  summary+=("| $name | $(med "${pf[@]}") | $(med "${pb[@]}") | $(med "${tf[@]}") | $(med "${tb[@]}") | $(med "${r1[@]}")× ($(range "${r1[@]}")) | $(med "${r2[@]}")× ($(range "${r2[@]}")) | $(med "${r3[@]}")× ($(range "${r3[@]}")) |")
+  summary+=("| $name | $(med "${pf[@]}") | $(med "${pb[@]}") | $(med "${tf[@]}") | $(med "${tb[@]}") | $(med "${r1[@]}")× ($(range "${r1[@]}")) | $(med "${r2[@]}")× ($(range "${r2[@]}")) | $(med "${r4[@]}")× ($(range "${r4[@]}")) | $(med "${r3[@]}")× ($(range "${r3[@]}")) |")
 done
 echo
-echo "| model | plait fp32 tok/s | plait bf16 tok/s | PyTorch fp32 tok/s | PyTorch bf16 tok/s | plait bf16 / plait fp32 | plait bf16 / PyTorch bf16 | plait fp32 / PyTorch fp32 |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model | plait fp32 tok/s | plait bf16 tok/s | PyTorch fp32 tok/s | PyTorch bf16 tok/s | plait bf16 / plait fp32 | plait bf16 / PyTorch bf16 | plait bf16 / PyTorch fp32 | plait fp32 / PyTorch fp32 |"
+echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${summary[@]}"

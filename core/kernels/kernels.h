@@ -267,7 +267,7 @@ void plait_k_crossentropy_backward(float *dlogits, const float *logits, const fl
                                    const int32_t *targets, int64_t vocab_start, int64_t BT,
                                    int64_t Vl, int64_t n_valid, float scale);
 
-/* ---- on bf16 activations (plait/kernels.h ABI 1.8, 1.9, 1.22, 1.23) --------
+/* ---- on bf16 activations (plait/kernels.h ABI 1.8, 1.9, 1.22, 1.23, 1.25) --
  * Each is the float32 entry of the same name on the widened inputs, each
  * bf16 output rounded once to nearest even (kernels_internal.h says how);
  * the products on the bf16 run's native library (plait_kernels_set_precision
@@ -316,6 +316,13 @@ void plait_k_rmsnorm_backward_bf16(float *dinp, const float *dres, float *dweigh
                                    const float *inp, const float *weight, const float *rstd, int64_t BT, int64_t C);
 void plait_k_rope_bf16(plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads,
                        int64_t HS, int inverse);
+void plait_k_ring_attention_forward_bf16(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                         int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                         const plait_ring_block *blk);
+void plait_k_ring_attention_backward_bf16(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                          int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                          const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                          const plait_ring_block *blk);
 void plait_k_swiglu_forward_bf16(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F);
 void plait_k_swiglu_backward_bf16(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F);
 

@@ -213,3 +213,40 @@ void plait_k_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t
                        int64_t width) {
     for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)width * sizeof *dst);
 }
+
+/* ---- on bf16 activations (plait/kernels.h, ABI 1.25) ------------------------
+ * The contract is the float32 entries' bits on the widened tensors, and
+ * what a block accumulates is float32 already: q|k|v, the block's K|V, out
+ * and dout are widened whole into the caller's scratch (exact, in the
+ * pool) and the entries above run on them. */
+
+/* n bf16 values widened into the caller's scratch slot */
+static const float *widened(int slot, const plait_bf16 *src, size_t n) {
+    float *dst = plait_k_scratch_or_die(slot, n, "ring attention on bf16");
+    plait_k_from_bf16(dst, src, n);
+    return dst;
+}
+
+/* the block's K|V rows: the last starts (B·T − 1) strides in */
+static size_t kv_span(int64_t kv_stride, int64_t B, int64_t T, int64_t NKV, int64_t HS) {
+    return (size_t)((B * T - 1) * kv_stride + 2 * NKV * HS);
+}
+
+void plait_k_ring_attention_forward_bf16(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                         int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                         const plait_ring_block *blk) {
+    const float *q = widened(PLAIT_K_SLOT_ROWS0, qkv, (size_t)(B * T * (NH + 2 * NKV) * HS));
+    const float *k = widened(PLAIT_K_SLOT_ROWS1, kv, kv_span(kv_stride, B, T, NKV, HS));
+    plait_k_ring_attention_forward(out, mx, l, q, k, kv_stride, B, T, NH, NKV, HS, blk);
+}
+
+void plait_k_ring_attention_backward_bf16(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                          int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                          const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                          const plait_ring_block *blk) {
+    const size_t n = (size_t)(B * T * NH * HS);
+    const float *q = widened(PLAIT_K_SLOT_ROWS0, qkv, (size_t)(B * T * (NH + 2 * NKV) * HS));
+    const float *k = widened(PLAIT_K_SLOT_ROWS1, kv, kv_span(kv_stride, B, T, NKV, HS));
+    const float *d = widened(PLAIT_K_SLOT_ROWS2, dout, n), *o = widened(PLAIT_K_SLOT_ROWS3, out, n);
+    plait_k_ring_attention_backward(dqkv, dkv, q, k, kv_stride, d, o, lse, B, T, NH, NKV, HS, blk);
+}

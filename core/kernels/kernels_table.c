@@ -101,6 +101,8 @@ static const plait_kernels g_table = {
     .swiglu_backward_bf16 = plait_k_swiglu_backward_bf16,
     .attention_gqa_forward_bf16 = plait_k_attention_gqa_forward_bf16,
     .attention_gqa_backward_bf16 = plait_k_attention_gqa_backward_bf16,
+    .ring_attention_forward_bf16 = plait_k_ring_attention_forward_bf16,
+    .ring_attention_backward_bf16 = plait_k_ring_attention_backward_bf16,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -33,7 +33,7 @@ plait_status plait_check_masters(const plait_config *cfg, uint32_t optim_flags, 
                            "copy holds them whole; use master = auto (sharded where it applies) or whole",
                            where ? where : "config", section,
                            bf16 ? "its device or layout keeps float32 activations: a device without the bf16 "
-                                  "entries, or context parallelism on one without bf16 ring attention (the cpu "
-                                  "device's)"
+                                  "entries, context parallelism on one without bf16 ring attention, or a head "
+                                  "size past the fused attention's"
                                 : "[run] precision is not bf16");
 }

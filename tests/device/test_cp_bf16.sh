@@ -3,8 +3,10 @@
 # keep bf16 activations at cp > 1 as at cp 1, the ring's K and V blocks
 # bf16 in memory and on the wire, every rank folding them in float32 (the
 # kernel table's ring attention bf16 entries), their gradients' sums
-# float32. On cuda_emu (the cuda plugin's own source on the CPU emulator,
-# label cuda_emu: bf16 products need no AVX512_BF16 there), a 1-block tiny
+# float32. On the device $1 names: cuda_emu (the default; the cuda
+# plugin's own source on the CPU emulator, label cuda_emu: bf16 products
+# need no AVX512_BF16 there), or cpu (core/kernels' bf16 entries, the
+# products emulated so that any CPU runs them), a 1-block tiny
 # GPT and a 1-block tiny Llama, a sequence of 32, 3 steps of 2 sequences
 # in deterministic mode, the second traced; asserts:
 # - the bf16 cp 2 run (and the GPT's cp 4) says it keeps bf16 activations;
@@ -35,8 +37,10 @@ print(sum(e["args"]["bytes"] for e in ev
           and e["args"].get("tag") in tags and steps[e["pid"]][0] <= e["ts"] <= steps[e["pid"]][1]))
 PY
 }
+DEV=(device.plugin=cuda_emu)
+[ "${1:-cuda_emu}" = cpu ] && DEV=(device.plugin=cpu run.debug_bf16_emulate=true)
 A=(run.steps=3 run.trace=2 run.eval_every=0 run.ckpt_every=3 run.progress=off run.deterministic=true
-  data.global_batch=2 data.micro_batch=1 model.n_layer=1 model.block_size=32 device.plugin=cuda_emu comm.plugin=tcp)
+  data.global_batch=2 data.micro_batch=1 model.n_layer=1 model.block_size=32 "${DEV[@]}" comm.plugin=tcp)
 bf16_kept() {
   grep -q '^plait: activations bf16' "$E2E_WORK/$1.out" ||
     fail "$1: the bf16 run kept float32 activations: $(grep '^plait: activations' "$E2E_WORK/$1.out")"

@@ -18,8 +18,9 @@
 # - its checkpoint exports (hf and nanogpt) to the bytes of the whole-master
 #   run's, and resumed at dp 1 and dp 4 gives the bits of the whole-master
 #   checkpoint resumed so;
-# - master = sharded on a float32 run, and on the cpu device at cp 2
-#   (float32 activations on a bf16 run: no CPU bf16 ring attention), is refused, naming the key and why, by
+# - master = sharded on a float32 run, and on the cpu device with one head
+#   of 512 (float32 activations on a bf16 run: past the fused attention's
+#   head size), is refused, naming the key and why, by
 #   plait train and by plait config check in the same words (which
 #   accepts it on the emulated GPU).
 # shellcheck source=tests/e2e/lib.sh
@@ -30,7 +31,7 @@ A=(run.steps=3 run.eval_every=0 run.progress=off run.deterministic=true run.prec
 train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads float32 weights on this run ([run] precision is not bf16)" \
   "${A[@]}" run.precision=fp32 optim.plugin=zero1 optim.zero1.master=sharded "run.out_dir=$E2E_WORK/fp32_sharded"
 train_refused cpu_sharded "[optim.zero2] master = sharded: the model reads float32 weights on this run (its device or layout keeps float32 activations" \
-  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true parallel.cp=2 optim.plugin=zero2 \
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true model.n_embd=512 model.n_head=1 optim.plugin=zero2 \
   optim.zero2.master=sharded "run.out_dir=$E2E_WORK/cpu_sharded"
 # check_refused NAME EXPECTED ARGS...: plait config check refuses, printing
 # EXPECTED (before any rank starts: what train refuses, in its words)
@@ -47,7 +48,8 @@ check_refused fp32_sharded "$W on this run ([run] precision is not bf16)" "${A[@
 grep -qF -- "$W" "$E2E_WORK/fp32_sharded.out" || fail "train and config check refuse fp32_sharded in other words"
 W="command line 'optim.zero2.master=sharded': [optim.zero2] master = sharded: the model reads float32 weights"
 check_refused cpu_sharded "$W on this run (its device or layout keeps float32 activations" \
-  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true parallel.cp=2 optim.plugin=zero2 optim.zero2.master=sharded
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true model.n_embd=512 model.n_head=1 optim.plugin=zero2 \
+  optim.zero2.master=sharded
 grep -qF -- "$W" "$E2E_WORK/cpu_sharded.out" || fail "train and config check refuse cpu_sharded in other words"
 out=$("$PLAIT_BIN" config check "$CFG" "${A[@]}" optim.plugin=zero2 optim.zero2.master=sharded 2>&1) ||
   fail "config check refused sharded masters on the emulated GPU, where train keeps them: $out"

@@ -111,6 +111,10 @@ static const layout layouts[] = {
       NULL},
      0,
      1},
+    {"cpu bf16 cp2",
+     {"device.plugin=cpu", "run.precision=bf16", "run.debug_bf16_emulate=true", "parallel.cp=2", NULL},
+     0,
+     1},
     /* the llama arch (float32 on the cpu device): grouped-query q, k, v,
      * the SwiGLU MLP's three tensors, the untied head */
     {"cpu llama dp2 adam",
