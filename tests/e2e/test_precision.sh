@@ -53,9 +53,9 @@ within_2pct fp32 bf16
 # native bf16 where this CPU has it and oneDNN (or a BLAS with
 # cblas_sbgemm) multiplies bf16: the same curve test against fp32; the
 # emulated numbers step for step while the two orders of fp32 sums have not
-# yet drifted apart (within 1.3e-4 over the first 30 steps here, 4e-4 by
-# step 60, ~2% after a hundred, as any two summation orders part); and the
-# same bits at 1 and 2 threads
+# yet drifted apart (within 8.3e-5 over the first 30 steps here; later
+# they part, as any two summation orders do); and the same bits at 1 and 2
+# threads
 rm -rf "$E2E_WORK/probe" # a failed run's work directory stays
 if "$PLAIT_BIN" train "$CFG" run.steps=1 run.precision=bf16 "run.out_dir=$E2E_WORK/probe" >"$E2E_WORK/probe.out" 2>&1; then
   train native $S run.precision=bf16
