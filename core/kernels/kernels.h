@@ -267,7 +267,7 @@ void plait_k_crossentropy_backward(float *dlogits, const float *logits, const fl
                                    const int32_t *targets, int64_t vocab_start, int64_t BT,
                                    int64_t Vl, int64_t n_valid, float scale);
 
-/* ---- on bf16 activations (plait/kernels.h ABI 1.8, 1.9, 1.22, 1.23, 1.25) --
+/* ---- on bf16 activations (plait/kernels.h ABI 1.8-1.9, 1.22-1.25, 1.29) --
  * Each is the float32 entry of the same name on the widened inputs, each
  * bf16 output rounded once to nearest even (kernels_internal.h says how);
  * the products on the bf16 run's native library (plait_kernels_set_precision
@@ -323,6 +323,20 @@ void plait_k_ring_attention_backward_bf16(float *dqkv, float *dkv, const plait_b
                                           int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
                                           const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                                           const plait_ring_block *blk);
+void plait_k_moe_permute_bf16(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x,
+                              const int32_t *idx, const float *inp, int64_t N, int64_t E, int64_t k, int64_t C,
+                              int64_t capacity);
+void plait_k_moe_unpermute_bf16(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                                const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+void plait_k_moe_unpermute_backward_bf16(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                         const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+void plait_k_moe_permute_backward_bf16(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                       int64_t C);
+void plait_k_moe_matmul_forward_bf16(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                     const plait_bf16 *bias, const int32_t *off, int64_t E, int64_t C, int64_t OC);
+void plait_k_moe_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                      int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const plait_bf16 *pre, const int32_t *off, int64_t E, int64_t C, int64_t OC);
 void plait_k_swiglu_forward_bf16(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F);
 void plait_k_swiglu_backward_bf16(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F);
 

@@ -122,6 +122,16 @@ void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t ro
 void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* matmul_forward_bf16 and matmul_backward_bf16 (kernels_matmul_bf16.c)
+ * with out's rows, or dout's, ldo elements apart (the grouped products of
+ * the mixture of experts, kernels_moe.c); the backward's pre non-NULL
+ * applies GELU's derivative to dinp as matmul_backward_gelu_bf16. */
+void plait_k_matmul_forward_bf16_ld(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                    const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_backward_bf16_ld(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                     int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                     const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC);
+
 /* GELU's float32 spans (kernels_gelu.c; out may be inp): what the fused
  * products on bf16 apply to a tile */
 void plait_k_gelu_forward_span(float *out, const float *inp, size_t n);

@@ -33,7 +33,8 @@ typedef struct mm_job {
     int64_t ldc;
     float beta;
     epilogue epi;
-    uint16_t *out, *pre; /* the bf16 results, row stride N */
+    uint16_t *out, *pre; /* the bf16 results, row stride ldo (pre_in's too) */
+    int64_t ldo;
     const uint16_t *bias, *pre_in;
 } mm_job;
 
@@ -44,7 +45,7 @@ static void finish_rows(const mm_job *j, float *t, int64_t r0, int64_t c0, int64
     float w[PLAIT_K_STACK_FLOATS];
     for (int64_t r = 0; r < rows; r++) {
         float *x = t + r * cols;
-        const int64_t at = (r0 + r) * j->N + c0;
+        const int64_t at = (r0 + r) * j->ldo + c0;
         if (j->bias)
             for (int64_t a = 0; a < cols; a += PLAIT_K_STACK_FLOATS) {
                 const int64_t n = cols - a < PLAIT_K_STACK_FLOATS ? cols - a : PLAIT_K_STACK_FLOATS;
@@ -84,38 +85,35 @@ static void mm_tile(void *vj, int64_t tile) {
 
 static void mm_run(mm_job *j) {
     if (j->M <= 0 || j->N <= 0) return;
+    if (!j->ldo) j->ldo = j->N;
     plait_kernels_ensure_init();
     const int64_t tiles = plait_k_sgemm_tiles(j->M, j->N, j->K, &j->tm, &j->tn);
     j->tiles_n = ceil_div(j->N, j->tn);
     plait_pool_run(tiles, mm_tile, j);
 }
 
-/* out[BT,OC] = inp[BT,C]·weightᵀ (weight [OC,C]) finished by `epi` */
-static void forward_bf16(epilogue epi, plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp,
+/* out[BT,OC] (rows ldo apart) = inp[BT,C]·weightᵀ (weight [OC,C]) finished
+ * by `epi` */
+static void forward_bf16(epilogue epi, plait_bf16 *out, int64_t ldo, plait_bf16 *pre, const plait_bf16 *inp,
                          const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
-    mm_job j = {.trans_b = 1,
-                .M = BT,
-                .N = OC,
-                .K = C,
-                .lda = C,
-                .ldb = C,
-                .A = inp,
-                .B = weight,
-                .epi = epi,
-                .out = out,
-                .pre = pre,
-                .bias = bias};
+    mm_job j = {.trans_b = 1, .M = BT, .N = OC, .K = C, .lda = C, .ldb = C, .A = inp, .B = weight, .epi = epi};
+    j.out = out, j.ldo = ldo, j.pre = pre, j.bias = bias;
     mm_run(&j);
 }
 
 void plait_k_matmul_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
                                  const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
-    forward_bf16(EPI_ROUND, out, NULL, inp, weight, bias, BT, C, OC);
+    forward_bf16(EPI_ROUND, out, OC, NULL, inp, weight, bias, BT, C, OC);
+}
+
+void plait_k_matmul_forward_bf16_ld(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                    const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    forward_bf16(EPI_ROUND, out, ldo, NULL, inp, weight, bias, BT, C, OC);
 }
 
 void plait_k_matmul_forward_gelu_bf16(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight,
                                       const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
-    forward_bf16(EPI_GELU, out, pre, inp, weight, bias, BT, C, OC);
+    forward_bf16(EPI_GELU, out, OC, pre, inp, weight, bias, BT, C, OC);
 }
 
 /* out = res + bias (either NULL: left out), the float32 entry's first step */
@@ -163,7 +161,7 @@ void plait_k_matmul_forward_residual_bf16(float *out, const float *res, const pl
 typedef struct bias_job {
     float *dbias;
     const uint16_t *dout;
-    int64_t BT, OC;
+    int64_t BT, OC, ld; /* dout's rows ld apart */
 } bias_job;
 
 static void bias_item(void *vj, int64_t item) {
@@ -172,54 +170,38 @@ static void bias_item(void *vj, int64_t item) {
     float acc[BIAS_COLS], row[BIAS_COLS];
     for (int64_t c = 0; c < n; c++) acc[c] = j->dbias[c0 + c];
     for (int64_t r = 0; r < j->BT; r++) {
-        plait_k_widen(row, j->dout + r * j->OC + c0, n);
+        plait_k_widen(row, j->dout + r * j->ld + c0, n);
         for (int64_t c = 0; c < n; c++) acc[c] += row[c];
     }
     for (int64_t c = 0; c < n; c++) j->dbias[c0 + c] = acc[c];
 }
 
-static void backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp,
-                          const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC) {
+void plait_k_matmul_backward_bf16_ld(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                     int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                     const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC) {
     if (dinp) { /* dinp[BT,C] = dout[BT,OC]·weight[OC,C] */
-        mm_job j = {.M = BT,
-                    .N = C,
-                    .K = OC,
-                    .lda = OC,
-                    .ldb = C,
-                    .A = dout,
-                    .B = weight,
-                    .epi = pre ? EPI_GELU_BACK : EPI_ROUND,
-                    .out = dinp,
-                    .pre_in = pre};
+        mm_job j = {.M = BT, .N = C, .K = OC, .lda = ldo, .ldb = C, .A = dout, .B = weight};
+        j.epi = pre ? EPI_GELU_BACK : EPI_ROUND, j.out = dinp, j.pre_in = pre;
         mm_run(&j);
     }
     if (dweight) { /* dweight[OC,C] += doutᵀ·inp */
-        mm_job j = {.trans_a = 1,
-                    .M = OC,
-                    .N = C,
-                    .K = BT,
-                    .lda = OC,
-                    .ldb = C,
-                    .A = dout,
-                    .B = inp,
-                    .C = dweight,
-                    .ldc = C,
-                    .beta = 1.0f};
+        mm_job j = {.trans_a = 1, .M = OC, .N = C, .K = BT, .lda = ldo, .ldb = C, .A = dout, .B = inp};
+        j.C = dweight, j.ldc = C, j.beta = 1.0f;
         mm_run(&j);
     }
     if (dbias) {
-        bias_job b = {dbias, dout, BT, OC};
+        bias_job b = {dbias, dout, BT, OC, ldo};
         plait_pool_run((OC + BIAS_COLS - 1) / BIAS_COLS, bias_item, &b);
     }
 }
 
 void plait_k_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
                                   const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC) {
-    backward_bf16(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC);
+    plait_k_matmul_backward_bf16_ld(dinp, dweight, dbias, dout, OC, inp, weight, NULL, BT, C, OC);
 }
 
 void plait_k_matmul_backward_gelu_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
                                        const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
                                        int64_t BT, int64_t C, int64_t OC) {
-    backward_bf16(dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC);
+    plait_k_matmul_backward_bf16_ld(dinp, dweight, dbias, dout, OC, inp, weight, pre, BT, C, OC);
 }

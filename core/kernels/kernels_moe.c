@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 /* Scores, log-sum-exp and the top k of token n. */
 static void route_token(float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias,
@@ -53,8 +54,10 @@ void plait_k_moe_route(float *scores, float *lse, int32_t *idx, float *gate, con
     for (int64_t n = 0; n < N; n++) route_token(scores, lse, idx, gate, logits, bias, n, E, k, sigmoid);
 }
 
-void plait_k_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
-                         const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+/* The routes' rows: x float32 (xf) or rounded to bf16 (xh) */
+static void permute_rows(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *xf, plait_bf16 *xh,
+                         const int32_t *idx, const float *inp, int64_t N, int64_t E, int64_t k, int64_t C,
+                         int64_t capacity) {
     for (int64_t e = 0; e <= E; e++) off[e] = 0;
     for (int64_t e = 0; e < E; e++) routed[e] = 0.0f;
     for (int64_t r = 0; r < N * k; r++) { /* kept routes counted in off[e+1] */
@@ -70,10 +73,16 @@ void plait_k_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed
         const int32_t e = idx[r], at = off[e]++;
         row[r] = at;
         tok[at] = (int32_t)(r / k);
-        memcpy(x + (int64_t)at * C, inp + (r / k) * C, (size_t)C * sizeof(float));
+        if (xh) plait_k_narrow(xh + (int64_t)at * C, inp + (r / k) * C, C);
+        else memcpy(xf + (int64_t)at * C, inp + (r / k) * C, (size_t)C * sizeof(float));
     }
     for (int64_t e = E; e > 0; e--) off[e] = off[e - 1];
     off[0] = 0;
+}
+
+void plait_k_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
+                         const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+    permute_rows(row, tok, off, routed, x, NULL, idx, inp, N, E, k, C, capacity);
 }
 
 void plait_k_moe_unpermute(float *out, const float *res, const float *shared, const float *y, const int32_t *row,
@@ -168,5 +177,91 @@ void plait_k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, cons
             plait_k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
                                     dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
                                     weight ? weight + e * OC * C : NULL, n, C, OC);
+    }
+}
+
+/* ---- on bf16 activations (plait/kernels_moe.h, ABI 1.29) --------------------
+ * The float32 entries' loops with each bf16 row widened into the thread's
+ * scratch as it is read and each bf16 output row rounded once; the grouped
+ * products expert by expert on kernels_matmul_bf16.c's tiles. */
+
+void plait_k_moe_permute_bf16(int32_t *row, int32_t *tok, int32_t *off, float *routed, plait_bf16 *x,
+                              const int32_t *idx, const float *inp, int64_t N, int64_t E, int64_t k, int64_t C,
+                              int64_t capacity) {
+    permute_rows(row, tok, off, routed, NULL, x, idx, inp, N, E, k, C, capacity);
+}
+
+void plait_k_moe_unpermute_bf16(float *out, const float *res, const plait_bf16 *shared, const plait_bf16 *y,
+                                const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    float *w = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)C, "moe_unpermute_bf16");
+    for (int64_t n = 0; n < N; n++) {
+        float *o = out + n * C;
+        if (o != res + n * C) memcpy(o, res + n * C, (size_t)C * sizeof(float));
+        if (shared) {
+            plait_k_widen(w, shared + n * C, C);
+            for (int64_t c = 0; c < C; c++) o[c] += w[c];
+        }
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = row[n * k + j];
+            const float g = gate[n * k + j];
+            if (r < 0) continue;
+            plait_k_widen(w, y + (int64_t)r * C, C);
+            for (int64_t c = 0; c < C; c++) o[c] += g * w[c];
+        }
+    }
+}
+
+void plait_k_moe_unpermute_backward_bf16(plait_bf16 *dy_rows, double *dgate, const float *dout, const plait_bf16 *y,
+                                         const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    float *w = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(2 * C), "moe_unpermute_backward_bf16");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = row[n * k + j];
+            dgate[n * k + j] = 0.0;
+            if (r < 0) continue;
+            const float gt = gate[n * k + j];
+            plait_k_widen(w, y + (int64_t)r * C, C);
+            double dot = 0.0;
+            for (int64_t c = 0; c < C; c++) {
+                w[C + c] = gt * dout[n * C + c];
+                dot += (double)dout[n * C + c] * (double)w[c];
+            }
+            plait_k_narrow(dy_rows + (int64_t)r * C, w + C, C);
+            dgate[n * k + j] = dot;
+        }
+}
+
+void plait_k_moe_permute_backward_bf16(float *dinp, const plait_bf16 *dx, const int32_t *row, int64_t N, int64_t k,
+                                       int64_t C) {
+    float *w = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)C, "moe_permute_backward_bf16");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = row[n * k + j];
+            if (r < 0) continue;
+            plait_k_widen(w, dx + (int64_t)r * C, C);
+            for (int64_t c = 0; c < C; c++) dinp[n * C + c] += w[c];
+        }
+}
+
+void plait_k_moe_matmul_forward_bf16(plait_bf16 *out, int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                     const plait_bf16 *bias, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            plait_k_matmul_forward_bf16_ld(out + r0 * ldo, ldo, inp + r0 * C, weight + e * OC * C,
+                                           bias ? bias + e * OC : NULL, n, C, OC);
+    }
+}
+
+void plait_k_moe_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                      int64_t ldo, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const plait_bf16 *pre, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            plait_k_matmul_backward_bf16_ld(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
+                                            dbias ? dbias + e * OC : NULL, dout + r0 * ldo, ldo, inp + r0 * C,
+                                            dinp ? weight + e * OC * C : NULL, dinp && pre ? pre + r0 * C : NULL, n, C,
+                                            OC);
     }
 }

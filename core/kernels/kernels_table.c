@@ -103,6 +103,12 @@ static const plait_kernels g_table = {
     .attention_gqa_backward_bf16 = plait_k_attention_gqa_backward_bf16,
     .ring_attention_forward_bf16 = plait_k_ring_attention_forward_bf16,
     .ring_attention_backward_bf16 = plait_k_ring_attention_backward_bf16,
+    .moe_permute_bf16 = plait_k_moe_permute_bf16,
+    .moe_unpermute_bf16 = plait_k_moe_unpermute_bf16,
+    .moe_unpermute_backward_bf16 = plait_k_moe_unpermute_backward_bf16,
+    .moe_permute_backward_bf16 = plait_k_moe_permute_backward_bf16,
+    .moe_matmul_forward_bf16 = plait_k_moe_matmul_forward_bf16,
+    .moe_matmul_backward_bf16 = plait_k_moe_matmul_backward_bf16,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -1,8 +1,9 @@
 /*
  * The CPU's entries on bf16 activations (core/kernels, plait/kernels.h ABI
- * 1.8, 1.9, 1.22, 1.23, 1.25) against their references (kref_bf16.h: the
+ * 1.8, 1.9, 1.22, 1.23, 1.25, 1.29) against their references (kref_bf16.h: the
  * float32 entry on the widened inputs, outputs rounded), on the same kernel
- * cases the cuda device runs (cases_bf16_*.c, cases_llama_bf16.c): each
+ * cases the cuda device runs (cases_bf16_*.c, cases_llama_bf16.c, the bf16
+ * ones of cases_moe.c): each
  * result within bf16's 2e-2 (products: sums in another order; the rest is
  * the reference's arithmetic on the same values, so mostly the same bits),
  * each case run twice and required bit-identical, at 1 and at 3 threads;
@@ -41,6 +42,7 @@ static int run_all(const char *mode, uint64_t seed) {
         int f = run_list(kc_bf16_product_cases, kc_bf16_product_count, seed);
         f += run_list(kc_bf16_row_cases, kc_bf16_row_count, seed + 100);
         f += run_list(kc_llama_bf16_cases, kc_llama_bf16_count, seed + 200);
+        f += run_list(kc_moe_bf16_cases, kc_moe_bf16_count, seed + 300);
         printf("%s, %d thread%s: %d failure%s\n", mode, threads, threads == 1 ? "" : "s", f, f == 1 ? "" : "s");
         fails += f;
     }

@@ -15,16 +15,24 @@
 #   test_moe_zb1_bf16.sh gpu   the same on the cuda device (label gpu),
 #     every rank on the one GPU; exits 77 (skipped) where no CUDA device is
 #     found.
+#   test_moe_zb1_bf16.sh cpu   the same on the cpu device (core/kernels'
+#     bf16 entries, the experts' included), its products emulated so that
+#     any CPU runs them.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 # shellcheck source=tests/device/cuda_mode.sh
 source "$PLAIT_SOURCE_DIR/tests/device/cuda_mode.sh"
-cuda_device "${1:-}" "test_moe_zb1_bf16.sh emu|gpu"
+X=()
+if [ "${1:-}" = cpu ]; then
+  DEV=cpu X=(run.debug_bf16_emulate=true)
+else
+  cuda_device "${1:-}" "test_moe_zb1_bf16.sh emu|gpu|cpu"
+fi
 CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
 S=(run.steps=3 run.eval_every=0 run.ckpt_every=3 run.progress=off run.precision=bf16 run.deterministic=true
   model.n_layer=2 model.block_size=32 data.micro_batch=1 data.global_batch=4
   "data.path=$PLAIT_SOURCE_DIR/data/corpus.txt" parallel.plugin=hybrid parallel.pp=2 comm.plugin=tcp
-  "device.plugin=$DEV")
+  "device.plugin=$DEV" "${X[@]}")
 # zb1_case NAME ARGS...: NAME_1f1b and NAME_zb1 side by side, then bit for bit
 zb1_case() {
   local name=$1
