@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "cli/cli.h"
+#include "kernels/kernels.h"
 #include "cost/activations.h"
 #include "cost/ckpt_cost.h"
 #include "cost/cluster.h"
@@ -119,16 +120,22 @@ static void test_ep_stages(void **state) {
     NEAR(two.act_bytes - one.act_bytes, 4 * (4.0 * 256 * (64 + 3 * 128) + 72 + 4 * 8) +
                                             4.0 * 8 * (2 * 128 * 64 + 128 + 64) + 4.0 * 256 * 2 * 64 +
                                             4.0 * 256 * 2 * 64 - 4 * 4.0 * 256 * (3 * 128 + 64));
-    /* bf16 on a device with the experts' bf16 entries (ABI 1.29): the
-     * rows travel and are held in bf16, 2 bytes an element, the counts
-     * int32 still; a device without them (the cpu's) trades float32 */
-    plait_cost_device cuda;
+    /* bf16 on a device with the experts' bf16 entries (ABI 1.29, the cuda
+     * and cpu devices): the rows travel and are held in bf16, 2 bytes an
+     * element, the counts int32 still; a device without them trades
+     * float32 */
+    plait_cost_device cuda, plain;
     plait_cost_device_cuda(64, 16, &cuda);
-    plait_cost_rank bf, cpu_bf;
+    plait_kernels no_moe_bf16 = *plait_kernels_table();
+    no_moe_bf16.moe_matmul_backward_bf16 = NULL;
+    plait_cost_device_of(&no_moe_bf16, 64, 16, &plain);
+    plait_cost_rank bf, cpu_bf, plain_bf;
     assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_BF16, &cuda, &bf), 0);
     NEAR(bf.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 2 + 4 * 4));
     assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_BF16, &dev, &cpu_bf), 0);
-    NEAR(cpu_bf.ep_bytes, two.ep_bytes);
+    NEAR(cpu_bf.ep_bytes, bf.ep_bytes);
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_BF16, &plain, &plain_bf), 0);
+    NEAR(plain_bf.ep_bytes, two.ep_bytes);
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
