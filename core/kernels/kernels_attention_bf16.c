@@ -32,11 +32,11 @@ static int64_t v_col(const attn_bf16_job *j, int64_t kv) { return (j->NH + j->NK
 /* T rows of HS bf16 values at src (row stride ld) into column `col` of x
  * ([T, 3·HS]) */
 static void widen_head(float *x, int64_t col, const plait_bf16 *src, int64_t ld, int64_t T, int64_t HS) {
-    for (int64_t t = 0; t < T; t++) plait_k_widen(x + t * 3 * HS + col, src + t * ld, HS);
+    plait_k_widen_rows(x + col, 3 * HS, src, ld, T, HS);
 }
 
 static void narrow_head(plait_bf16 *dst, int64_t ld, const float *x, int64_t col, int64_t xld, int64_t T, int64_t HS) {
-    for (int64_t t = 0; t < T; t++) plait_k_narrow(dst + t * ld, x + t * xld + col, HS);
+    plait_k_narrow_rows(dst, ld, x + col, xld, T, HS);
 }
 
 static void forward_item(void *vj, int64_t item) {
@@ -70,7 +70,7 @@ static void backward_item(void *vj, int64_t item) {
     for (int64_t t = 0; t < T; t++) memset(dx + t * X + HS, 0, (size_t)(2 * HS) * sizeof *dx);
     for (int64_t h = kv * G; h < (kv + 1) * G; h++) {
         widen_head(x, 0, row0 + q_col(j, h), W, T, HS);
-        for (int64_t t = 0; t < T; t++) plait_k_widen(d + t * HS, j->dout + (b * T + t) * Cl + h * HS, HS);
+        plait_k_widen_rows(d, HS, j->dout + b * T * Cl + h * HS, Cl, T, HS);
         plait_k_attention_head_backward(dx, dx + HS, dx + 2 * HS, p, d, HS, j->lse_in + (b * NH + h) * T, x, x + HS,
                                         x + 2 * HS, X, T, HS);
         narrow_head(drow0 + q_col(j, h), W, dx, 0, X, T, HS);

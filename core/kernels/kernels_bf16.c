@@ -231,12 +231,24 @@ PLAIT_SIMD_CLONES void plait_k_narrow(uint16_t *restrict dst, const float *restr
     for (int64_t i = 0; i < n; i++) dst[i] = (uint16_t)(round_bits(src[i]) >> 16);
 }
 
-void plait_k_widen_rows(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
-    for (int64_t r = 0; r < rows; r++) plait_k_widen(dst + r * cols, src + r * ld, cols);
+/* the loops inside one call: an attention head's rows are a head size
+ * wide, and a call per row cost more than its conversion */
+PLAIT_SIMD_CLONES void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows,
+                                          int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *restrict d = dst + r * dld;
+        const uint16_t *restrict x = src + r * ld;
+        for (int64_t c = 0; c < cols; c++) d[c] = widen1(x[c]);
+    }
 }
 
-void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; r++) plait_k_narrow(dst + r * ld, src + r * cols, cols);
+PLAIT_SIMD_CLONES void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows,
+                                           int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        uint16_t *restrict d = dst + r * ld;
+        const float *restrict x = src + r * sld;
+        for (int64_t c = 0; c < cols; c++) d[c] = (uint16_t)(round_bits(x[c]) >> 16);
+    }
 }
 
 /* ---- the whole-tensor entries (to_bf16, from_bf16) ---------------------- */
@@ -279,8 +291,8 @@ static void widened_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
     plait_kernels_warn("oneDNN refused a bf16 %lldx%lldx%lld product; it runs on the fp32 %s", (long long)M,
                        (long long)N, (long long)K, wa && wb ? "BLAS" : "scalar loop");
     if (wa && wb) {
-        plait_k_widen_rows(wa, A, a_rows, a_cols, lda);
-        plait_k_widen_rows(wb, B, b_rows, b_cols, ldb);
+        plait_k_widen_rows(wa, a_cols, A, lda, a_rows, a_cols);
+        plait_k_widen_rows(wb, b_cols, B, ldb, b_rows, b_cols);
         plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
     } else {
         for (int64_t i = 0; i < M; i++)
@@ -326,8 +338,8 @@ void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         widened_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    plait_k_widen_rows(wa, A, a_rows, a_cols, lda);
-    plait_k_widen_rows(wb, B, b_rows, b_cols, ldb);
+    plait_k_widen_rows(wa, a_cols, A, lda, a_rows, a_cols);
+    plait_k_widen_rows(wb, b_cols, B, ldb, b_rows, b_cols);
     plait_k_gemm_here(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
 }
 

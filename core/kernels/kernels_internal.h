@@ -111,10 +111,10 @@ float *plait_k_scratch_or_die(int slot, size_t n, const char *kernel);
  * quiet); on the calling thread. */
 void plait_k_widen(float *dst, const uint16_t *src, int64_t n);
 void plait_k_narrow(uint16_t *dst, const float *src, int64_t n);
-/* rows x cols of a strided bf16 matrix widened into a packed float one
- * (row stride cols), and the reverse */
-void plait_k_widen_rows(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld);
-void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t rows, int64_t cols);
+/* rows x cols of a bf16 matrix (row stride ld) widened into a float one
+ * (row stride dld), and the reverse (float rows sld apart) */
+void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows, int64_t cols);
+void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows, int64_t cols);
 /* One product on bf16 operands on the calling thread, C float32
  * (row-major, strides as stored): the native bf16 product of a bf16 run
  * (oneDNN or cblas_sbgemm), else the float32 product of the operands

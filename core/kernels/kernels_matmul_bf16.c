@@ -40,30 +40,26 @@ typedef struct mm_job {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* a tile's rows of t (row stride cols) finished into the job's bf16 outputs */
+/* a tile's rows of t (row stride cols) finished into the job's bf16
+ * outputs, each step over the whole tile at once (the tile is in cache;
+ * a call a row cost more than the row's work at a head size's width) */
 static void finish_rows(const mm_job *j, float *t, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
-    float w[PLAIT_K_STACK_FLOATS];
-    for (int64_t r = 0; r < rows; r++) {
-        float *x = t + r * cols;
-        const int64_t at = (r0 + r) * j->ldo + c0;
-        if (j->bias)
-            for (int64_t a = 0; a < cols; a += PLAIT_K_STACK_FLOATS) {
-                const int64_t n = cols - a < PLAIT_K_STACK_FLOATS ? cols - a : PLAIT_K_STACK_FLOATS;
-                plait_k_widen(w, j->bias + c0 + a, n);
-                for (int64_t c = 0; c < n; c++) x[a + c] += w[c];
-            }
-        if (j->epi == EPI_GELU) {
-            plait_k_narrow(j->pre + at, x, cols);
-            plait_k_gelu_forward_span(x, x, (size_t)cols);
-        } else if (j->epi == EPI_GELU_BACK) {
-            for (int64_t a = 0; a < cols; a += PLAIT_K_STACK_FLOATS) {
-                const int64_t n = cols - a < PLAIT_K_STACK_FLOATS ? cols - a : PLAIT_K_STACK_FLOATS;
-                plait_k_widen(w, j->pre_in + at + a, n);
-                plait_k_gelu_backward_span(x + a, w, x + a, (size_t)n);
-            }
-        }
-        plait_k_narrow(j->out + at, x, cols);
+    const int64_t at = r0 * j->ldo + c0, n = rows * cols;
+    if (j->bias) {
+        float *b = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)cols, "a bf16 product's bias");
+        plait_k_widen(b, j->bias + c0, cols);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) t[r * cols + c] += b[c];
     }
+    if (j->epi == EPI_GELU) {
+        plait_k_narrow_rows(j->pre + at, j->ldo, t, cols, rows, cols);
+        plait_k_gelu_forward_span(t, t, (size_t)n);
+    } else if (j->epi == EPI_GELU_BACK) {
+        float *p = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)n, "a bf16 product's GELU input");
+        plait_k_widen_rows(p, cols, j->pre_in + at, j->ldo, rows, cols);
+        plait_k_gelu_backward_span(t, p, t, (size_t)n);
+    }
+    plait_k_narrow_rows(j->out + at, j->ldo, t, cols, rows, cols);
 }
 
 static void mm_tile(void *vj, int64_t tile) {
