@@ -62,12 +62,18 @@ double plait_k_sumsq(const float *x, size_t n) {
 
 /* Decoupled weight decay, then Adam with bias correction, in the order
  * PyTorch's AdamW (foreach=False) applies them, in float32. */
+PLAIT_SIMD_CLONES static void adamw_span(float *restrict param, const float *restrict grad, float *restrict m,
+                                         float *restrict v, int64_t n, const plait_adamw_consts *cp) {
+    const plait_adamw_consts c = *cp; /* a copy: the stores cannot alias it */
+    for (int64_t i = 0; i < n; i++) plait_adamw_elem(&param[i], grad[i], &m[i], &v[i], &c);
+}
+
+/* Each element on its own, so the clones (and their vector lanes) give the
+ * bits of one element at a time: GCC contracts nothing to FMA in ISO C. */
 static void adamw_range(void *vj, int64_t lo, int64_t hi) {
     const vec_job *j = vj;
     const plait_adamw_consts c = plait_adamw_consts_of(j->args);
-    float *restrict param = j->y, *restrict m = j->m, *restrict v = j->v;
-    const float *restrict grad = j->x;
-    for (int64_t i = lo; i < hi; i++) plait_adamw_elem(&param[i], grad[i], &m[i], &v[i], &c);
+    adamw_span(j->y + lo, j->x + lo, j->m + lo, j->v + lo, hi - lo, &c);
 }
 
 void plait_k_adamw(float *param, const float *grad, float *m, float *v, size_t n,
