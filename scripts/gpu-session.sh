@@ -387,7 +387,7 @@ if part "6. $(basename "$MODEL" .ini): 2 ranks sharing the GPU over tcp staging 
 fi
 
 # ---- 7. the CPU figures (OPENBLAS_CORETYPE unset) ---------------------------
-if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyTorch" 110; then
+if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, fp32 and bf16, beside PyTorch" 170; then
   T=$NCPU
   CPUB=(--steps 5 --warmup 2)
   [ $DRY = 1 ] && CPUB=(--steps 2 --warmup 1)
@@ -408,9 +408,22 @@ if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyT
   say "plait $T ranks x 1 thread: ${pr:-n/a} tokens/s"
   S=(--n_layer 8 --n_head 8 --n_embd 256 --block 256 --warmup 2 --steps 5)
   [ $DRY = 1 ] && S=(--n_layer 8 --n_head 8 --n_embd 256 --block 256 --warmup 1 --steps 2)
+  # (the dry run's 2 loaded cores need longer for PyTorch's 4096-token steps)
+  tt=$([ $DRY = 1 ] && echo 100 || echo 45)
+  # bf16 where the CPU has it (AVX512_BF16 or AMX_BF16): plait's bf16
+  # activations on oneDNN beside its fp32 and PyTorch's bf16 autocast, the
+  # same threads (scripts/bench-cpu-bf16.sh's comparison, one round)
+  pb=$(cpu_plait "cpu-1x$T-bf16" "run.threads=$T" run.precision=bf16)
+  say "plait 1 rank x $T threads bf16: ${pb:-n/a} tokens/s ($(grep -m1 -oE 'bf16 products on [^,]*|bf16 needs [^;]*|neither oneDNN [^;]*' "$W/cpu-1x$T-bf16.log"))"
+  if [ -n "$pb" ] && [ -f "$PEERS/gpt_gpu_bench.py" ]; then
+    rc=$(run torch-cpu-bf16.log "$tt" env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="$T" OMP_WAIT_POLICY=PASSIVE "$PY" \
+      "$PEERS/gpt_gpu_bench.py" --device cpu "${S[@]}" --vocab 256 --batch 16)
+    tb=$(sed -n 's/^RESULT .* tokens_per_s=\([0-9]*\) .*/\1/p' "$W/torch-cpu-bf16.log" | tail -n 1)
+    say "PyTorch bf16 autocast 1 process x $T threads: ${tb:-n/a} tokens/s ($(peer_status "$rc" torch-cpu-bf16.log))"
+    awk -v a="$pb" -v b="${p16:-}" -v c="${tb:-}" 'function r(x, y) { return (x == "" || y == "" || y == 0) ? "n/a" : sprintf("%.2fx", x / y) }
+      BEGIN { printf "bf16 ratios: plait bf16 / plait fp32 = %s (target >= 1.5); plait bf16 / PyTorch bf16 = %s (target >= 1.3)\n", r(a, b), r(a, c) }' | tee -a "$SUMMARY"
+  fi
   if [ -f "$PEERS/train_gpt.py" ]; then
-    # (the dry run's 2 loaded cores need longer for PyTorch's 4096-token steps)
-    tt=$([ $DRY = 1 ] && echo 100 || echo 45)
     rc=$(run "torch-cpu-1x$T.log" "$tt" env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE "$PY" "$PEERS/train_gpt.py" "${S[@]}" --batch 16 --threads "$T")
     t16=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$W/torch-cpu-1x$T.log" | tail -n 1)
     say "PyTorch 1 process x $T threads: ${t16:-n/a} tokens/s ($(peer_status "$rc" "torch-cpu-1x$T.log"))"
