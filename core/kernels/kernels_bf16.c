@@ -223,17 +223,17 @@ static inline float widen1(uint16_t v) {
     return f;
 }
 
-PLAIT_SIMD_CLONES void plait_k_widen(float *restrict dst, const uint16_t *restrict src, int64_t n) {
+PLAIT_SIMD_CLONES static void widen_span(float *restrict dst, const uint16_t *restrict src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = widen1(src[i]);
 }
 
-PLAIT_SIMD_CLONES void plait_k_narrow(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+PLAIT_SIMD_CLONES static void narrow_span(uint16_t *restrict dst, const float *restrict src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = (uint16_t)(round_bits(src[i]) >> 16);
 }
 
 /* the loops inside one call: an attention head's rows are a head size
  * wide, and a call per row cost more than its conversion */
-PLAIT_SIMD_CLONES void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows,
+PLAIT_SIMD_CLONES static void widen_block(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows,
                                           int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         float *restrict d = dst + r * dld;
@@ -242,13 +242,28 @@ PLAIT_SIMD_CLONES void plait_k_widen_rows(float *dst, int64_t dld, const uint16_
     }
 }
 
-PLAIT_SIMD_CLONES void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows,
+PLAIT_SIMD_CLONES static void narrow_block(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows,
                                            int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *restrict d = dst + r * ld;
         const float *restrict x = src + r * sld;
         for (int64_t c = 0; c < cols; c++) d[c] = (uint16_t)(round_bits(x[c]) >> 16);
     }
+}
+
+/* The exported forms call the clones: clang gives a non-static
+ * target_clones function no symbol under its own name for other files to
+ * link against, so the clones stay static here. */
+void plait_k_widen(float *dst, const uint16_t *src, int64_t n) { widen_span(dst, src, n); }
+
+void plait_k_narrow(uint16_t *dst, const float *src, int64_t n) { narrow_span(dst, src, n); }
+
+void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows, int64_t cols) {
+    widen_block(dst, dld, src, ld, rows, cols);
+}
+
+void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows, int64_t cols) {
+    narrow_block(dst, ld, src, sld, rows, cols);
 }
 
 /* ---- the whole-tensor entries (to_bf16, from_bf16) ---------------------- */

@@ -12,7 +12,7 @@
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-PLAIT_SIMD_CLONES void plait_k_gelu_forward_span(float *out, const float *inp, size_t n) {
+PLAIT_SIMD_CLONES static void gelu_forward_span(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x * x);
@@ -20,7 +20,7 @@ PLAIT_SIMD_CLONES void plait_k_gelu_forward_span(float *out, const float *inp, s
     }
 }
 
-PLAIT_SIMD_CLONES void plait_k_gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
+PLAIT_SIMD_CLONES static void gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float x2 = x * x;
@@ -29,6 +29,13 @@ PLAIT_SIMD_CLONES void plait_k_gelu_backward_span(float *dinp, const float *inp,
         float du = 2.0f * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
         dinp[i] = dout[i] * (s + x * s * (1.0f - s) * du);
     }
+}
+
+/* exported through plain functions (clang links no non-static clones) */
+void plait_k_gelu_forward_span(float *out, const float *inp, size_t n) { gelu_forward_span(out, inp, n); }
+
+void plait_k_gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
+    gelu_backward_span(dinp, inp, dout, n);
 }
 
 typedef struct gelu_job {
@@ -41,14 +48,14 @@ static void gelu_forward_item(void *vj, int64_t item) {
     const gelu_job *j = vj;
     size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
     size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
-    plait_k_gelu_forward_span(j->out + lo, j->inp + lo, len);
+    gelu_forward_span(j->out + lo, j->inp + lo, len);
 }
 
 static void gelu_backward_item(void *vj, int64_t item) {
     const gelu_job *j = vj;
     size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
     size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
-    plait_k_gelu_backward_span(j->out + lo, j->inp + lo, j->dout + lo, len);
+    gelu_backward_span(j->out + lo, j->inp + lo, j->dout + lo, len);
 }
 
 void plait_k_gelu_forward(float *out, const float *inp, size_t n) {
@@ -93,7 +100,7 @@ static void gelu_bf16_range(void *vj, int64_t lo, int64_t hi) {
     for (int64_t a = lo; a < hi; a += PLAIT_K_STACK_FLOATS) {
         const int64_t n = hi - a < PLAIT_K_STACK_FLOATS ? hi - a : PLAIT_K_STACK_FLOATS;
         plait_k_widen(x, j->inp + a, n);
-        plait_k_gelu_forward_span(x, x, (size_t)n);
+        gelu_forward_span(x, x, (size_t)n);
         plait_k_narrow(j->out + a, x, n);
     }
 }
