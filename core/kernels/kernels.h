@@ -141,7 +141,8 @@ void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const
                                 const float *rstd, int64_t BT, int64_t C);
 /* dinp = dres + the input gradient (dres may be dinp, or NULL: zeros),
  * dweight += , dbias += (both NULL or both not): plait/kernels.h
- * layernorm_backward_fused, ABI 1.7. */
+ * layernorm_backward_fused, ABI 1.7. dinp NULL: the parameters' half
+ * alone (the bf16 entry's split backward). */
 void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
                                       const float *dout, const float *inp, const float *weight, const float *mean,
                                       const float *rstd, int64_t BT, int64_t C);

@@ -151,10 +151,11 @@ void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dwe
                                       const float *dout, const float *inp, const float *weight, const float *mean,
                                       const float *rstd, int64_t BT, int64_t C) {
     /* the CPU gains nothing from one pass: layernorm_backward's two parts,
-     * the residual added where it adds into dinp (the same bits) */
+     * the residual added where it adds into dinp (the same bits); either
+     * half alone where the other's output is NULL (a split backward's) */
     ln_job j = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp, .weight = weight,
                 .dout = dout, .mean_in = mean, .rstd_in = rstd, .dres = dres, .BT = BT, .C = C};
-    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
+    if (dinp) plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
     if (dweight) plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
 }
 
@@ -192,18 +193,7 @@ void plait_k_layernorm_backward_fused_bf16(float *dinp, const float *dres, float
                                            const float *mean, const float *rstd, int64_t BT, int64_t C) {
     float *d = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS3, (size_t)(BT * C), "layernorm_backward_fused_bf16");
     plait_k_from_bf16(d, dout, (size_t)(BT * C));
-    if (dinp) plait_k_layernorm_backward_fused(dinp, dres, dweight, dbias, d, inp, weight, mean, rstd, BT, C);
-    else if (dweight) {
-        ln_job j = {.dweight = dweight,
-                    .dbias = dbias,
-                    .inp = inp,
-                    .dout = d,
-                    .mean_in = mean,
-                    .rstd_in = rstd,
-                    .BT = BT,
-                    .C = C};
-        plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
-    }
+    plait_k_layernorm_backward_fused(dinp, dres, dweight, dbias, d, inp, weight, mean, rstd, BT, C);
 }
 
 void plait_k_layernorm_backward_fused_bf16_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight,
