@@ -56,8 +56,10 @@ int plait_kernels_threads(void);
  * with fp32 accumulation and output on oneDNN's bf16 matmul (or, where
  * oneDNN is missing or PLAIT_CPU_GEMM=blas, the BLAS's cblas_sbgemm);
  * BF16_EMULATED rounds them the same way and multiplies with cblas_sgemm
- * (for testing the numerics on CPUs without bf16 instructions). Attention's
- * inner products stay fp32. Returns 0, or -1 for an unknown mode or BF16
+ * (for testing the numerics on CPUs without bf16 instructions). Under
+ * both, the fused attention's products at an even head size take bf16
+ * operands too (its probabilities and d(scores) rounded), with float32
+ * sums (kernels_attention_pairs.c). Returns 0, or -1 for an unknown mode or BF16
  * where neither library has a bf16 product (the mode is then unchanged).
  * Process-wide; set it as the threads are set. */
 enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };

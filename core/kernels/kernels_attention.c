@@ -30,7 +30,7 @@
 #include "kernels/kernels_math.h"
 #include "kernels/kernels_pool.h"
 
-#define ATT_TILE 64
+#define ATT_TILE PLAIT_K_ATT_TILE
 
 typedef struct attn_job {
     float *out;        /* forward: out;  backward: dqkv */
@@ -191,6 +191,14 @@ PLAIT_SIMD_CLONES static void softmax_tile_grad(float *p, float *g, const float 
     }
 }
 
+void plait_k_softmax_tile_lse(float *s, float *lse, int64_t i0, int64_t i1, int64_t T) {
+    softmax_tile_lse(s, lse, i0, i1, T);
+}
+
+void plait_k_softmax_tile_grad(float *p, float *g, const float *lse, int64_t i0, int64_t i1, int64_t T) {
+    softmax_tile_grad(p, g, lse, i0, i1, T);
+}
+
 typedef struct fused_job {
     float *out, *lse, *scratch, *dqkv;
     const float *qkv, *dout, *lse_in;
@@ -228,9 +236,11 @@ static void fused_forward_item(void *vj, int64_t item) {
     const int64_t b = item / NH, h = item % NH;
     const int64_t Cl = NH * HS;
     const head_at at = head_columns(j, b, h);
-    plait_k_attention_head_forward(j->out + b * T * Cl + h * HS, Cl, j->lse + item * T,
-                                   j->scratch + (size_t)item * plait_k_attention_item_floats(T), j->qkv + at.q,
-                                   j->qkv + at.k, j->qkv + at.v, at.W, T, HS);
+    (plait_k_attention_on_pairs(HS)
+         ? plait_k_attention_head_forward_rounded
+         : plait_k_attention_head_forward)(j->out + b * T * Cl + h * HS, Cl, j->lse + item * T,
+                                           j->scratch + (size_t)item * plait_k_attention_item_floats(T), j->qkv + at.q,
+                                           j->qkv + at.k, j->qkv + at.v, at.W, T, HS);
 }
 
 void plait_k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
@@ -272,6 +282,14 @@ static void fused_backward_item(void *vj, int64_t item) {
     const int64_t b = item / NKV, kv = item % NKV;
     const int64_t Cl = NH * HS;
     float *p = j->scratch + (size_t)item * plait_k_attention_item_floats(T);
+    if (plait_k_attention_on_pairs(HS)) {
+        const head_at at = head_columns(j, b, kv * G);
+        plait_k_attention_group_backward_rounded(j->dqkv + at.q, j->dqkv + at.k, j->dqkv + at.v, p,
+                                                 j->dout + b * T * Cl + kv * G * HS, Cl,
+                                                 j->lse_in + (b * NH + kv * G) * T, j->qkv + at.q, j->qkv + at.k,
+                                                 j->qkv + at.v, at.W, G, T, HS);
+        return;
+    }
     for (int64_t h = kv * G; h < (kv + 1) * G; h++) {
         const head_at at = head_columns(j, b, h);
         const int64_t W = at.W;

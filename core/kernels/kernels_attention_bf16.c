@@ -1,13 +1,21 @@
 /*
  * The fused attention on bf16 activations (plait/kernels.h
- * attention_fused_*_bf16, attention_gqa_*_bf16): an item's heads of q|k|v
- * (and dout) are widened into the thread's scratch as [T, 3·HS] rows, the
- * float32 item runs on them (kernels_attention.c's heads, so the float32
- * entries' arithmetic), and its results are rounded once: out a query
- * head at a time, dq likewise, dk and dv after the group's last query
- * head has added into them in float32. lse and the item scratch are the
- * float32 entries' (attention_fused_scratch's size serves).
+ * attention_fused_*_bf16, attention_gqa_*_bf16), as the cuda device's
+ * tensor-core kernels compute it: the tile products multiply bf16
+ * operands with float32 sums (kernels_dpbf16.c: AVX512_BF16's dot
+ * products on a bf16 run where the CPU has them), q, k, v and dout read as
+ * stored, the probabilities and d(scores) rounded to bf16 for the products
+ * that take them; softmax, lse and the sums of dk and dv over a group's
+ * query heads stay float32, and out, dq, dk and dv are rounded once. An
+ * item packs its key/value head once (kᵀ and vᵀ in pairs of the head's
+ * columns, k in pairs of rows) and runs its row tiles as the float32
+ * entries do (kernels_attention.c).
+ *
+ * An odd head size has no pairs to take: there the item's heads are
+ * widened into the thread's scratch as [T, 3·HS] rows and the float32
+ * item runs on them, its results rounded once.
  */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -39,8 +47,7 @@ static void narrow_head(plait_bf16 *dst, int64_t ld, const float *x, int64_t col
     plait_k_narrow_rows(dst, ld, x + col, xld, T, HS);
 }
 
-static void forward_item(void *vj, int64_t item) {
-    const attn_bf16_job *j = vj;
+static void forward_item_widened(const attn_bf16_job *j, int64_t item) {
     const int64_t T = j->T, HS = j->HS, NH = j->NH, W = row_width(j), Cl = NH * HS;
     const int64_t b = item / NH, h = item % NH, kv = h / (NH / j->NKV);
     const plait_bf16 *row0 = j->qkv + b * T * W;
@@ -55,8 +62,7 @@ static void forward_item(void *vj, int64_t item) {
     narrow_head(j->out + b * T * Cl + h * HS, Cl, o, 0, HS, T, HS);
 }
 
-static void backward_item(void *vj, int64_t item) {
-    const attn_bf16_job *j = vj;
+static void backward_item_widened(const attn_bf16_job *j, int64_t item) {
     const int64_t T = j->T, HS = j->HS, NH = j->NH, NKV = j->NKV, G = NH / NKV, W = row_width(j), Cl = NH * HS;
     const int64_t b = item / NKV, kv = item % NKV, X = 3 * HS;
     const plait_bf16 *row0 = j->qkv + b * T * W;
@@ -77,6 +83,41 @@ static void backward_item(void *vj, int64_t item) {
     }
     narrow_head(drow0 + k_col(j, kv), W, dx, HS, X, T, HS);
     narrow_head(drow0 + v_col(j, kv), W, dx, 2 * HS, X, T, HS);
+}
+
+static void forward_item_pairs(const attn_bf16_job *j, int64_t item) {
+    const int64_t T = j->T, HS = j->HS, NH = j->NH, W = row_width(j), Cl = NH * HS;
+    const int64_t b = item / NH, h = item % NH, kv = h / (NH / j->NKV);
+    const plait_bf16 *row0 = j->qkv + b * T * W;
+    plait_k_attention_pairs_forward((plait_k_rows_out){.b = j->out + b * T * Cl + h * HS, .ld = Cl}, j->lse + item * T,
+                                    j->scratch + (size_t)item * plait_k_attention_item_floats(T), row0 + q_col(j, h), W,
+                                    row0 + k_col(j, kv), row0 + v_col(j, kv), W, T, HS);
+}
+
+static void backward_item_pairs(const attn_bf16_job *j, int64_t item) {
+    const int64_t T = j->T, HS = j->HS, NH = j->NH, NKV = j->NKV, G = NH / NKV, W = row_width(j), Cl = NH * HS;
+    const int64_t b = item / NKV, kv = item % NKV;
+    const plait_bf16 *row0 = j->qkv + b * T * W;
+    plait_bf16 *drow0 = j->dqkv + b * T * W;
+    float *p = j->scratch + (size_t)item * plait_k_attention_item_floats(T);
+    const plait_k_attention_pairs u = plait_k_attention_pairs_begin(row0 + k_col(j, kv), row0 + v_col(j, kv), W, T, HS);
+    for (int64_t h = kv * G; h < (kv + 1) * G; h++)
+        plait_k_attention_pairs_head(&u, (plait_k_rows_out){.b = drow0 + q_col(j, h), .ld = W}, row0 + q_col(j, h), W,
+                                     j->dout + b * T * Cl + h * HS, Cl, j->lse_in + (b * NH + h) * T, p);
+    plait_k_attention_pairs_end(&u, (plait_k_rows_out){.b = drow0 + k_col(j, kv), .ld = W},
+                                (plait_k_rows_out){.b = drow0 + v_col(j, kv), .ld = W});
+}
+
+static void forward_item(void *vj, int64_t item) {
+    const attn_bf16_job *j = vj;
+    if (plait_k_attention_on_pairs(j->HS)) forward_item_pairs(j, item);
+    else forward_item_widened(j, item);
+}
+
+static void backward_item(void *vj, int64_t item) {
+    const attn_bf16_job *j = vj;
+    if (plait_k_attention_on_pairs(j->HS)) backward_item_pairs(j, item);
+    else backward_item_widened(j, item);
 }
 
 void plait_k_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,

@@ -144,11 +144,76 @@ void plait_k_gelu_backward_span(float *dinp, const float *inp, const float *dout
  * floats. The backward adds into dk and dv (the caller zeroes them before
  * a group's first head) and overwrites dq. */
 size_t plait_k_attention_item_floats(int64_t T);
+/* The fused attention's heads on bf16 pairs (kernels_attention_pairs.c),
+ * what a bf16 run computes at an even head size: q, k and v (and dout)
+ * bf16 with row strides qld, kvld (ldd); lse[T]; s or p the item's
+ * scratch. A result goes to bf16 rows (b, rounded once) or float32 rows
+ * (f), ld apart. The backward runs a key/value head's group: begin packs
+ * k and v and zeroes the float32 sums of dk and dv (in the calling
+ * thread's scratch, so begin, head and end run on one thread), head
+ * writes one query head's dq and adds into the sums, end writes them.
+ * The _rounded forms are the float32 entries' heads on a bf16 run (as
+ * plait_k_attention_head_forward, and _backward over a group of G query
+ * heads HS columns apart): their inputs rounded to bf16 first. */
+typedef struct plait_k_rows_out {
+    plait_bf16 *b;
+    float *f;
+    int64_t ld;
+} plait_k_rows_out;
+typedef struct plait_k_attention_pairs {
+    uint16_t *kt, *vt, *kp, *dsb, *pp, *dsp, *dop, *qp;
+    float *dk, *dv, *dqt;
+    int64_t T, HS;
+} plait_k_attention_pairs;
+void plait_k_attention_pairs_forward(plait_k_rows_out out, float *lse, float *s, const uint16_t *q, int64_t qld,
+                                     const uint16_t *k, const uint16_t *v, int64_t kvld, int64_t T, int64_t HS);
+plait_k_attention_pairs plait_k_attention_pairs_begin(const uint16_t *k, const uint16_t *v, int64_t kvld, int64_t T,
+                                                      int64_t HS);
+void plait_k_attention_pairs_head(const plait_k_attention_pairs *u, plait_k_rows_out dq, const uint16_t *q, int64_t qld,
+                                  const uint16_t *dout, int64_t ldd, const float *lse, float *p);
+void plait_k_attention_pairs_end(const plait_k_attention_pairs *u, plait_k_rows_out dk, plait_k_rows_out dv);
+void plait_k_attention_head_forward_rounded(float *out, int64_t ldo, float *lse, float *s, const float *q,
+                                            const float *k, const float *v, int64_t W, int64_t T, int64_t HS);
+void plait_k_attention_group_backward_rounded(float *dq, float *dk, float *dv, float *p, const float *dout, int64_t ldd,
+                                              const float *lse, const float *q, const float *k, const float *v,
+                                              int64_t W, int64_t G, int64_t T, int64_t HS);
+/* Whether the fused attention runs on bf16 pairs: a bf16 run (native or
+ * emulated) and an even head size */
+int plait_k_attention_on_pairs(int64_t HS);
+
+/* The rows of a tile of the fused attention (an item's scratch holds two
+ * tiles' scores, PLAIT_K_ATT_TILE x T floats each) */
+#define PLAIT_K_ATT_TILE 64
 void plait_k_attention_head_forward(float *out, int64_t ldo, float *lse, float *s, const float *q, const float *k,
                                     const float *v, int64_t W, int64_t T, int64_t HS);
 void plait_k_attention_head_backward(float *dq, float *dk, float *dv, float *p, const float *dout, int64_t ldd,
                                      const float *lse, const float *q, const float *k, const float *v, int64_t W,
                                      int64_t T, int64_t HS);
+
+/* The fused attention's softmax over a row tile (kernels_attention.c):
+ * rows [i0, i1) of scores s (tile row r = row i0 + r, stride T) become
+ * probabilities over keys 0..i, zeros after up to i1, with lse[i] =
+ * max + log Σ; the backward's form makes p = exp(s − lse) and turns g =
+ * d(probabilities) into d(scores), both zero after key i up to i1. */
+void plait_k_softmax_tile_lse(float *s, float *lse, int64_t i0, int64_t i1, int64_t T);
+void plait_k_softmax_tile_grad(float *p, float *g, const float *lse, int64_t i0, int64_t i1, int64_t T);
+
+/* Products on bf16 pairs with float32 sums (kernels_dpbf16.c), on the
+ * calling thread: C[M×N] = alpha·A·B (+ C when beta is 1) with K2 pairs,
+ * pair kk of A's row m at A + m·a_rs + kk·a_ps, pair-row kk of B packed
+ * at Bp + kk·ldp (column n's two values at + 2n). AVX512_BF16's vdpbf16ps
+ * on a bf16 run where the CPU has it (plait_k_dpbf16_native), else a
+ * portable loop of the same sums. The packers write B's layout from a
+ * row-major K×N matrix (pack_rows; _rounded from float32), or from its
+ * N×K transpose (pack_cols), a last odd row or column of pairs padded with
+ * zeros; round_rows rounds a float32 A, its odd last column padded. */
+int plait_k_dpbf16_native(void);
+void plait_k_dpbf16_gemm(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs, int64_t a_ps,
+                         const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc);
+void plait_k_dpbf16_pack_rows(uint16_t *Bp, int64_t ldp, const uint16_t *B, int64_t ldb, int64_t K, int64_t N);
+void plait_k_dpbf16_pack_rows_rounded(uint16_t *Bp, int64_t ldp, const float *B, int64_t ldb, int64_t K, int64_t N);
+void plait_k_dpbf16_pack_cols(uint16_t *Bp, int64_t ldp, const uint16_t *Bt, int64_t ldbt, int64_t K, int64_t N);
+void plait_k_dpbf16_round_rows(uint16_t *A, int64_t lda, const float *X, int64_t ldx, int64_t rows, int64_t cols);
 
 /* Elements per work item of threaded elementwise kernels (fixed, so the
  * split never depends on the thread count). */
