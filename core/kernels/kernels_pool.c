@@ -4,10 +4,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 
 #define POOL_MAX_THREADS 256
@@ -28,10 +24,6 @@ static struct {
     void *ctx;
     int64_t n_items;
     atomic_int_fast64_t next;
-    /* copies of generation and active that a thread may read without the
-     * lock while it spins (written under the lock with them) */
-    atomic_uint_fast64_t posted;
-    atomic_int busy_workers;
 } g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
             PTHREAD_MUTEX_INITIALIZER};
 
@@ -43,67 +35,22 @@ static void run_items(plait_pool_fn fn, void *ctx, int64_t n) {
     }
 }
 
-/* How long a thread that waits on the pool checks before it sleeps: a
- * step's kernels follow each other within microseconds, and waking a
- * sleeping thread took longer than that (4-9% of a small step's samples
- * were the kernel's wake-ups). Short, so that a rank sharing its cores
- * with others loses them for no more than this a job. */
-#define POOL_SPIN_NS 50000
-
-static int64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#endif
-}
-
-/* Spins until done() or limit_ns pass; returns whether done. */
-static int spin_until(int (*done)(void), int64_t limit_ns) {
-    int64_t end = 0;
-    for (int i = 0;; i++) {
-        if (done()) return 1;
-        cpu_relax();
-        if ((i & 63) == 63) {
-            int64_t t = now_ns();
-            if (end == 0) end = t + limit_ns;
-            else if (t >= end) return 0;
-        }
-    }
-}
-
-static _Thread_local uint64_t t_seen;
-static int job_posted(void) { return atomic_load_explicit(&g_pool.posted, memory_order_acquire) != t_seen; }
-static int workers_done(void) { return atomic_load_explicit(&g_pool.busy_workers, memory_order_acquire) == 0; }
-
 static void *worker_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&g_pool.lock);
     uint64_t seen = g_pool.generation;
     for (;;) {
-        if (!g_pool.quit && g_pool.generation == seen) {
-            pthread_mutex_unlock(&g_pool.lock);
-            t_seen = seen;
-            spin_until(job_posted, POOL_SPIN_NS);
-            pthread_mutex_lock(&g_pool.lock);
-        }
         while (!g_pool.quit && g_pool.generation == seen) pthread_cond_wait(&g_pool.wake, &g_pool.lock);
         if (g_pool.quit) break;
         seen = g_pool.generation;
         if (!g_pool.open) continue;
         g_pool.active++;
-        atomic_fetch_add_explicit(&g_pool.busy_workers, 1, memory_order_relaxed);
         plait_pool_fn fn = g_pool.fn;
         void *ctx = g_pool.ctx;
         int64_t n = g_pool.n_items;
         pthread_mutex_unlock(&g_pool.lock);
         run_items(fn, ctx, n);
         pthread_mutex_lock(&g_pool.lock);
-        atomic_fetch_sub_explicit(&g_pool.busy_workers, 1, memory_order_release);
         if (--g_pool.active == 0) pthread_cond_signal(&g_pool.idle);
     }
     pthread_mutex_unlock(&g_pool.lock);
@@ -128,7 +75,6 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
     atomic_store_explicit(&g_pool.next, 0, memory_order_relaxed);
     g_pool.open = 1;
     g_pool.generation++;
-    atomic_store_explicit(&g_pool.posted, g_pool.generation, memory_order_release);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
 
@@ -136,11 +82,6 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
 
     pthread_mutex_lock(&g_pool.lock);
     g_pool.open = 0;
-    if (g_pool.active > 0) {
-        pthread_mutex_unlock(&g_pool.lock);
-        spin_until(workers_done, POOL_SPIN_NS);
-        pthread_mutex_lock(&g_pool.lock);
-    }
     /* Workers that joined finish the items they took; waiting is bounded by
      * their compute time (no communication happens inside a job). */
     while (g_pool.active > 0) pthread_cond_wait(&g_pool.idle, &g_pool.lock);
@@ -174,7 +115,6 @@ void plait_pool_for(int64_t n, int64_t chunk, plait_pool_range_fn fn, void *ctx)
 static void stop_workers(void) {
     pthread_mutex_lock(&g_pool.lock);
     g_pool.quit = 1;
-    atomic_fetch_add_explicit(&g_pool.posted, 1, memory_order_release);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
     for (int i = 0; i < g_pool.n_workers; i++) pthread_join(g_pool.workers[i], NULL);

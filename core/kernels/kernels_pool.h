@@ -2,10 +2,8 @@
  * The kernels' worker threads: a parallel-for over a fixed list of work
  * items. Work is always cut the same way whatever the thread count (the
  * caller decides the items), so results never depend on how many threads
- * ran them. Idle workers check for a new job for 50 microseconds (kernels
- * follow each other faster than a sleeping thread wakes), then sleep on a
- * condition variable: several ranks may share few cores, and spinning
- * longer would steal them.
+ * ran them. Idle workers sleep on a condition variable: several ranks share
+ * few cores, and spinning would steal them.
  */
 #ifndef PLAIT_CORE_KERNELS_POOL_H
 #define PLAIT_CORE_KERNELS_POOL_H
