@@ -114,23 +114,21 @@ static int load(char *err, size_t errlen) {
 /* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
  * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
  * OpenBLAS"): avx512_core_amx (a Xeon with AMX: gpt-small's and
- * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1) and
- * avx512_core_bf16 (an AMD EPYC with AVX512_BF16 against OpenBLAS's
- * Cooperlake kernels: 12-21% at 2 threads, 3% at 1; the AMX Xeon held at that ISA
- * led too). On AVX2 (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster;
- * avx512_core and avx512_core_vnni keep the BLAS until measured on CPUs of
- * their own. */
-static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */, 0xe7 /* avx512_core_bf16 */};
+ * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1). On AVX2
+ * (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster. avx512_core_bf16 (an
+ * AMD EPYC with AVX512_BF16) measured oneDNN 12-21% faster, but a run
+ * stopped by [run] exit_signal there corrupted the heap with oneDNN's
+ * products and not with OpenBLAS's (docs/cpu.md), so auto keeps the BLAS
+ * on it and on the other ISAs. */
+static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */};
 
-/* AMX_BF16 (cpuid leaf 7, EDX bit 22) or AVX512_BF16 (leaf 7 subleaf 1,
- * EAX bit 5): what those ISAs need and the others lack, checked before
- * loading the library (oneDNN then checks the rest, the OS's saved
- * registers and tile state included) */
+/* AMX_BF16 in cpuid (leaf 7, EDX bit 22): what avx512_core_amx needs and
+ * the other ISAs lack, checked before loading the library (oneDNN then
+ * checks the rest, the OS's tile state included) */
 static int cpu_may_have_faster_isa(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u)) return 1;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u);
 #else
     return 0;
 #endif
