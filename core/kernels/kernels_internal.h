@@ -4,6 +4,7 @@
 #ifndef PLAIT_CORE_KERNELS_INTERNAL_H
 #define PLAIT_CORE_KERNELS_INTERNAL_H
 
+#include <signal.h> /* sigset_t */
 #include <stdint.h>
 #include <plait/types.h>
 
@@ -41,9 +42,13 @@ void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
 void *plait_k_onednn_sym(const char *name);
 const char *plait_k_onednn_version(void);
 const char *plait_k_onednn_isa_name(void);
-/* The calling thread's OpenMP team held at itself (a per-thread setting in
- * libgomp), so that a oneDNN call runs on it alone. */
-void plait_k_onednn_one_thread(void);
+/* Around each call into oneDNN: enter holds the calling thread's OpenMP
+ * team at itself (a per-thread setting in libgomp), so that the call runs
+ * on it alone, and holds the asynchronous signals off the thread, saving
+ * its mask in *saved (oneDNN's generated GEMM kernels run on a stack
+ * pointer into the heap: kernels_onednn.c); leave restores the mask. */
+void plait_k_onednn_enter(sigset_t *saved);
+void plait_k_onednn_leave(const sigset_t *saved);
 /* PLAIT_CPU_GEMM=blas: the products on the BLAS in every precision. */
 int plait_k_gemm_blas_forced(void);
 

@@ -14,6 +14,8 @@
  * beside plait's workers.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -114,21 +116,22 @@ static int load(char *err, size_t errlen) {
 /* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
  * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
  * OpenBLAS"): avx512_core_amx (a Xeon with AMX: gpt-small's and
- * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1). On AVX2
- * (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster. avx512_core_bf16 (an
- * AMD EPYC with AVX512_BF16) measured oneDNN 12-21% faster, but a run
- * stopped by [run] exit_signal there corrupted the heap with oneDNN's
- * products and not with OpenBLAS's (docs/cpu.md), so auto keeps the BLAS
- * on it and on the other ISAs. */
-static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */};
+ * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1) and
+ * avx512_core_bf16 (an AMD EPYC with AVX512_BF16 against OpenBLAS's
+ * Cooperlake kernels: 12-21% at 2 threads, 3% at 1). On AVX2 (AMD EPYC,
+ * Zen kernels) OpenBLAS was faster; avx512_core and avx512_core_vnni keep
+ * the BLAS until measured on CPUs of their own. */
+static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */, 0xe7 /* avx512_core_bf16 */};
 
-/* AMX_BF16 in cpuid (leaf 7, EDX bit 22): what avx512_core_amx needs and
- * the other ISAs lack, checked before loading the library (oneDNN then
- * checks the rest, the OS's tile state included) */
+/* AMX_BF16 (cpuid leaf 7, EDX bit 22) or AVX512_BF16 (leaf 7 subleaf 1,
+ * EAX bit 5): what those ISAs need and the others lack, checked before
+ * loading the library (oneDNN then checks the rest, the OS's saved
+ * registers and tile state included) */
 static int cpu_may_have_faster_isa(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u);
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u)) return 1;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
 #else
     return 0;
 #endif
@@ -205,13 +208,34 @@ const char *plait_k_onednn_version(void) { return g_dnnl.version; }
 
 const char *plait_k_onednn_isa_name(void) { return isa_name(g_dnnl.isa); }
 
-void plait_k_onednn_one_thread(void) { g_dnnl.omp_set_num_threads(1); }
+/* oneDNN 2.x's generated f32 GEMM kernels (AVX2 and AVX-512) point the
+ * stack pointer into a heap buffer while they run, so a signal handled on
+ * that thread meanwhile writes its frame into the heap: glibc's "corrupted
+ * size vs. prev_size" some frees later (fixed upstream after Debian's
+ * 2.6.3). A run's own handlers ([run] exit_signal) and any
+ * a host process installs would do it, so the asynchronous signals are held
+ * for the call's length and reach the thread just after it, or another
+ * thread at once. The signals a fault raises stay open: held, they would
+ * kill the process without their handler. */
+void plait_k_onednn_enter(sigset_t *saved) {
+    sigset_t held;
+    sigfillset(&held);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&held, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &held, saved);
+    g_dnnl.omp_set_num_threads(1);
+}
+
+void plait_k_onednn_leave(const sigset_t *saved) { pthread_sigmask(SIG_SETMASK, saved, NULL); }
 
 void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    plait_k_onednn_one_thread();
-    if (g_dnnl.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) != 0) {
+    sigset_t saved;
+    plait_k_onednn_enter(&saved);
+    int rc = g_dnnl.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    plait_k_onednn_leave(&saved);
+    if (rc != 0) {
         /* dnnl_sgemm refuses only bad arguments, which plait_k_sgemm's
          * callers never pass; the BLAS computes the same product */
         plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -285,7 +285,6 @@ int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int
     cache *c = this_thread();
     entry *e = c ? find(c, &k) : NULL;
     if (!e) return -1;
-    plait_k_onednn_one_thread();
     void *handles[3];
     memcpy(&handles[0], &A, sizeof A); /* oneDNN's handles are not const; it only reads A and B */
     memcpy(&handles[1], &B, sizeof B);
@@ -296,6 +295,12 @@ int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int
                                    {PLAIT_DNNL_ARG_WEIGHTS, e->mem[1]},
                                    {PLAIT_DNNL_ARG_DST, e->mem[2]},
                                    {PLAIT_DNNL_ARG_SCRATCHPAD, e->mem[3]}};
-    if (g.execute(e->prim, c->stream, e->mem[3] ? 4 : 3, args) != PLAIT_DNNL_OK) return -1;
-    return g.stream_wait(c->stream) == PLAIT_DNNL_OK ? 0 : -1;
+    /* the implementation oneDNN picks for a shape may be one of its
+     * generated GEMM kernels (kernels_onednn.c: the signals held) */
+    sigset_t saved;
+    plait_k_onednn_enter(&saved);
+    int ok = g.execute(e->prim, c->stream, e->mem[3] ? 4 : 3, args) == PLAIT_DNNL_OK &&
+             g.stream_wait(c->stream) == PLAIT_DNNL_OK;
+    plait_k_onednn_leave(&saved);
+    return ok ? 0 : -1;
 }

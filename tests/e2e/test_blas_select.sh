@@ -28,8 +28,9 @@ grep -Eq "^plait: compute .*OpenBLAS [0-9.]*, [A-Za-z0-9]+ kernels \((as OpenBLA
   fail "default start-up line: $(grep compute "$E2E_WORK/plain.out")"
 # the library under the products: named on the start-up line; a oneDNN that
 # cannot be loaded and an unknown library are refused before step 1
-# (auto: oneDNN on a CPU whose ISA it was measured faster on, AMX's)
-grep -Eq "products on (the BLAS \(PLAIT_CPU_GEMM unset: auto|oneDNN 2\.[0-9.]+, avx512_core_amx ISA \(PLAIT_CPU_GEMM unset: auto\))" \
+# (auto: oneDNN on a CPU whose ISA it was measured faster on, AMX's or
+# AVX512_BF16's)
+grep -Eq "products on (the BLAS \(PLAIT_CPU_GEMM unset: auto|oneDNN 2\.[0-9.]+, avx512_core_(amx|bf16) ISA \(PLAIT_CPU_GEMM unset: auto\))" \
   "$E2E_WORK/plain.out" || fail "the line does not name the products' library: $(grep compute "$E2E_WORK/plain.out")"
 PLAIT_CPU_GEMM=onednn PLAIT_ONEDNN_LIB=libdnnl-absent.so.9 train_refused no_onednn \
   "PLAIT_CPU_GEMM=onednn: oneDNN (libdnnl-absent.so.9) cannot be loaded" $S "run.out_dir=$E2E_WORK/no_onednn"
