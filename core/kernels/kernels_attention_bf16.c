@@ -15,7 +15,6 @@
  * widened into the thread's scratch as [T, 3·HS] rows and the float32
  * item runs on them, its results rounded once.
  */
-#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"

@@ -215,16 +215,8 @@ int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_
     return out->A && out->B ? 0 : -1;
 }
 
-/* a bf16 value widened to fp32 (exact) */
-static inline float widen1(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 PLAIT_SIMD_CLONES static void widen_span(float *restrict dst, const uint16_t *restrict src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = widen1(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = plait_k_widen_bf16(src[i]);
 }
 
 PLAIT_SIMD_CLONES static void narrow_span(uint16_t *restrict dst, const float *restrict src, int64_t n) {
@@ -238,7 +230,7 @@ PLAIT_SIMD_CLONES static void widen_block(float *dst, int64_t dld, const uint16_
     for (int64_t r = 0; r < rows; r++) {
         float *restrict d = dst + r * dld;
         const uint16_t *restrict x = src + r * ld;
-        for (int64_t c = 0; c < cols; c++) d[c] = widen1(x[c]);
+        for (int64_t c = 0; c < cols; c++) d[c] = plait_k_widen_bf16(x[c]);
     }
 }
 
@@ -314,8 +306,8 @@ static void widened_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
             for (int64_t j = 0; j < N; j++) {
                 float acc = 0;
                 for (int64_t k = 0; k < K; k++)
-                    acc += widen1(trans_a ? A[k * lda + i] : A[i * lda + k]) *
-                           widen1(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+                    acc += plait_k_widen_bf16(trans_a ? A[k * lda + i] : A[i * lda + k]) *
+                           plait_k_widen_bf16(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
                 float *c = &C[i * ldc + j];
                 *c = alpha * acc + (beta != 0.0f ? beta * *c : 0.0f);
             }

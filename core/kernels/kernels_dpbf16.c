@@ -28,13 +28,6 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
-static inline float widen1(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* ---- the portable loop ---------------------------------------------------- */
 static void gemm_portable(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs, int64_t a_ps,
                           const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc) {
@@ -45,10 +38,10 @@ static void gemm_portable(int64_t M, int64_t N, int64_t K2, float alpha, const u
             float acc[64] = {0};
             for (int64_t kk = 0; kk < K2; kk++) {
                 const uint16_t *a = A + m * a_rs + kk * a_ps, *b = Bp + kk * ldp + 2 * n0;
-                const float a0 = widen1(a[0]), a1 = widen1(a[1]);
+                const float a0 = plait_k_widen_bf16(a[0]), a1 = plait_k_widen_bf16(a[1]);
                 for (int64_t n = 0; n < nb; n++) {
-                    float s = acc[n] + a1 * widen1(b[2 * n + 1]);
-                    acc[n] = s + a0 * widen1(b[2 * n]);
+                    float s = acc[n] + a1 * plait_k_widen_bf16(b[2 * n + 1]);
+                    acc[n] = s + a0 * plait_k_widen_bf16(b[2 * n]);
                 }
             }
             for (int64_t n = 0; n < nb; n++) c[n0 + n] = beta != 0.0f ? alpha * acc[n] + c[n0 + n] : alpha * acc[n];

@@ -6,9 +6,19 @@
 
 #include <signal.h> /* sigset_t */
 #include <stdint.h>
+#include <string.h> /* memcpy */
 #include <plait/types.h>
 
 #include "kernels/simd_clones.h" /* PLAIT_SIMD_CLONES */
+
+/* A bf16 value (its 16 bits) widened to the float32 it stands for: its
+ * bits in the top half, exactly. */
+static inline float plait_k_widen_bf16(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* A warning through the logger of plait_kernels_set_log (component
  * "kernels"). */
