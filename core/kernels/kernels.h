@@ -54,14 +54,18 @@ int plait_kernels_threads(void);
 /* The operands of plait_k_sgemm ([run] precision, see kernels_bf16.c):
  * FP32 (the default); BF16 rounds them to bfloat16 and multiplies them
  * with fp32 accumulation and output on oneDNN's bf16 matmul (or, where
- * oneDNN is missing or PLAIT_CPU_GEMM=blas, the BLAS's cblas_sbgemm);
- * BF16_EMULATED rounds them the same way and multiplies with cblas_sgemm
- * (for testing the numerics on CPUs without bf16 instructions). Under
- * both, the fused attention's products at an even head size take bf16
- * operands too (its probabilities and d(scores) rounded), with float32
- * sums (kernels_attention_pairs.c). Returns 0, or -1 for an unknown mode or BF16
- * where neither library has a bf16 product (the mode is then unchanged).
- * Process-wide; set it as the threads are set. */
+ * oneDNN is missing or PLAIT_CPU_GEMM=blas, the BLAS's cblas_sbgemm), or
+ * in fp32 on the widened operands where PLAIT_CPU_BF16_PRODUCTS (auto:
+ * an Intel core without AMX, whose bf16 dot products run at half its fp32
+ * rate) says so; BF16_EMULATED rounds them the same way and multiplies
+ * with cblas_sgemm (for testing the numerics on CPUs without bf16
+ * instructions). Under both, the fused attention's products at an even
+ * head size take bf16 operands too (its probabilities and d(scores)
+ * rounded), with float32 sums (kernels_attention_pairs.c), except where
+ * BF16 multiplies in fp32. Returns 0, or -1 for an unknown mode, an
+ * unknown PLAIT_CPU_BF16_PRODUCTS or BF16 where neither library has a
+ * bf16 product (the mode is then unchanged). Process-wide; set it as the
+ * threads are set. */
 enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };
 int plait_kernels_set_precision(int precision);
 int plait_kernels_precision(void);
@@ -74,9 +78,11 @@ typedef void (*plait_sbgemm_fn)(int order, int trans_a, int trans_b, int M, int 
 plait_sbgemm_fn plait_kernels_sbgemm(void);
 /* Whether BF16 can run natively here (it does not check the CPU's
  * features: train/precision.c does): 0 with "bf16 products on oneDNN 2.6.3
- * (brg:avx512_core_amx_bf16)" or "... on the BLAS's cblas_sbgemm" in what,
- * or -1 with why neither library can in why (the missing oneDNN named with
- * its package). Loads oneDNN unless PLAIT_CPU_GEMM=blas. */
+ * (brg:avx512_core_amx_bf16)", "... on the BLAS's cblas_sbgemm" or "bf16
+ * products in fp32 on widened operands (...)" in what, or -1 with why
+ * neither library can in why (the missing oneDNN named with its package),
+ * or -2 with the value allowed for an unknown PLAIT_CPU_BF16_PRODUCTS.
+ * Loads oneDNN unless PLAIT_CPU_GEMM=blas or the products are widened. */
 int plait_kernels_bf16_native(char *what, size_t what_len, char *why, size_t why_len);
 /* The library under the current mode's products: "bf16 products on oneDNN
  * ...", "bf16 products emulated (...)" or "fp32 products". */

@@ -25,7 +25,9 @@
  * buffer starting on a cache line */
 static size_t floats_for(int64_t n_bf16) { return ((size_t)(n_bf16 + 1) / 2 + 15) & ~(size_t)15; }
 
-int plait_k_attention_on_pairs(int64_t HS) { return HS % 2 == 0 && plait_kernels_precision() != PLAIT_KERNELS_FP32; }
+int plait_k_attention_on_pairs(int64_t HS) {
+    return HS % 2 == 0 && plait_kernels_precision() != PLAIT_KERNELS_FP32 && !plait_k_bf16_widened();
+}
 
 static void put_rows(plait_k_rows_out o, int64_t row0, const float *x, int64_t xld, int64_t rows, int64_t cols) {
     if (o.b) {

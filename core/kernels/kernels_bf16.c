@@ -10,6 +10,10 @@
  * (kernels_onednn_matmul.c: AMX tiles or AVX512_BF16 dot products, 3-6x
  * the fp32 rate on an AMX Xeon, docs/cpu.md) or, where oneDNN is missing
  * or PLAIT_CPU_GEMM=blas, by the BLAS's cblas_sbgemm when it has one.
+ * Where the CPU's bf16 dot products are slower than its fp32 ones (an
+ * Intel core without AMX runs vdpbf16ps at half its FMA rate), a native
+ * run multiplies in fp32 on operands widened from bf16 instead: the same
+ * bf16 storage, the fp32 rate (PLAIT_CPU_BF16_PRODUCTS chooses by hand).
  * Emulated (a testing mode for CPUs without them): the operands rounded to
  * bf16 but kept in fp32 storage, multiplied by cblas_sgemm. Products of two
  * bf16 values are exact in fp32, so both compute the same numbers up to the
@@ -22,6 +26,9 @@
  * that scratch by slot, the widening and rounding loops, to_bf16 and
  * from_bf16, and one product on bf16 operands (plait_k_bf16_tile).
  */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,12 +50,63 @@ plait_sbgemm_fn plait_kernels_sbgemm(void) {
     return fn;
 }
 
-/* oneDNN unless PLAIT_CPU_GEMM=blas forbids it or it cannot run bf16
- * here; else the BLAS's cblas_sbgemm. 0 with what in `what`, or -1 with why
- * neither can in `why`. */
-static int pick_native(plait_sbgemm_fn *sbgemm, char *what, size_t what_len, char *why, size_t why_len) {
-    char impl[96], err[512] = "oneDNN is not used: PLAIT_CPU_GEMM=blas";
+/* Whether this CPU's bf16 dot products are slower than its fp32 FMAs:
+ * an Intel core (cpuid leaf 0) with AVX512_BF16 and without usable AMX_BF16
+ * (cpuid leaf 7 EDX bit 22, with the tile state in XCR0 bits 17-18). Such a
+ * core issues vdpbf16ps at half the rate of its FMAs (docs/cpu.md), so its
+ * bf16 products reach half the fp32 rate; AMD's cores with AVX512_BF16 run
+ * them at twice it. A rule from cpuid, not a timing, so that the choice (and
+ * the run's bits) stay the same from run to run. */
+static int bf16_dots_slower(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x756e6547u || d != 0x49656e69u || c != 0x6c65746eu)
+        return 0;                                                     /* "GenuineIntel" */
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1u)) return 0; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    int amx = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (lo & 0x60000u) == 0x60000u;
+    return !amx && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
+#else
+    return 0;
+#endif
+}
+
+/* PLAIT_CPU_BF16_PRODUCTS: "bf16" (the bf16 instructions), "fp32" (fp32 on
+ * widened operands) or "auto"/unset (fp32 where bf16_dots_slower). 1 for
+ * fp32, 0 for bf16, -1 with why for another value; how says which. */
+static int pick_widened(char *how, size_t how_len, char *why, size_t why_len) {
+    const char *v = getenv("PLAIT_CPU_BF16_PRODUCTS");
+    if (v && strcmp(v, "fp32") == 0) {
+        snprintf(how, how_len, "PLAIT_CPU_BF16_PRODUCTS=fp32");
+        return 1;
+    }
+    if (v && strcmp(v, "bf16") == 0) return 0;
+    if (v && *v && strcmp(v, "auto") != 0) {
+        snprintf(why, why_len, "PLAIT_CPU_BF16_PRODUCTS=%s: unknown way to multiply bf16; allowed: auto, bf16, fp32",
+                 v);
+        return -1;
+    }
+    if (!bf16_dots_slower()) return 0;
+    snprintf(how, how_len, "PLAIT_CPU_BF16_PRODUCTS%s: auto; bf16 dot products run at half the fp32 rate here",
+             v && *v ? "=auto" : " unset");
+    return 1;
+}
+
+/* The fp32 products on widened operands where pick_widened says so (no
+ * library needed); else oneDNN unless PLAIT_CPU_GEMM=blas forbids it or it
+ * cannot run bf16 here; else the BLAS's cblas_sbgemm. 0 with what in
+ * `what`, or -1 with why none can in `why` (-2: PLAIT_CPU_BF16_PRODUCTS is
+ * unknown). */
+static int pick_native(plait_sbgemm_fn *sbgemm, int *widened, char *what, size_t what_len, char *why, size_t why_len) {
+    char impl[96], err[512] = "oneDNN is not used: PLAIT_CPU_GEMM=blas", how[160];
     *sbgemm = plait_kernels_sbgemm();
+    *widened = pick_widened(how, sizeof how, why, why_len);
+    if (*widened < 0) return -2;
+    if (*widened) {
+        snprintf(what, what_len, "bf16 products in fp32 on widened operands (%s)", how);
+        return 0;
+    }
     if (!plait_k_gemm_blas_forced() && plait_k_onednn_bf16_probe(impl, sizeof impl, err, sizeof err) == 0) {
         *sbgemm = NULL;
         snprintf(what, what_len, "bf16 products on oneDNN %s (%s)", plait_k_onednn_version(), impl);
@@ -68,12 +126,16 @@ static int pick_native(plait_sbgemm_fn *sbgemm, char *what, size_t what_len, cha
     return -1;
 }
 
-static char g_native_what[160];
+static char g_native_what[224];
+static int g_widened; /* a BF16 run's products in fp32 on widened operands */
+
+int plait_k_bf16_widened(void) { return g_widened && g_precision == PLAIT_KERNELS_BF16; }
 
 int plait_kernels_bf16_native(char *what, size_t what_len, char *why, size_t why_len) {
     plait_sbgemm_fn fn;
-    char w[160], y[768];
-    int rc = pick_native(&fn, w, sizeof w, y, sizeof y);
+    int widened;
+    char w[224], y[768];
+    int rc = pick_native(&fn, &widened, w, sizeof w, y, sizeof y);
     if (rc == 0 && what) snprintf(what, what_len, "%s", w);
     if (rc != 0 && why) snprintf(why, why_len, "%s", y);
     return rc;
@@ -89,9 +151,11 @@ void plait_kernels_bf16_describe(char *buf, size_t len) {
 int plait_kernels_set_precision(int precision) {
     if (precision == PLAIT_KERNELS_BF16) {
         plait_sbgemm_fn fn;
+        int widened;
         char why[768];
-        if (pick_native(&fn, g_native_what, sizeof g_native_what, why, sizeof why) != 0) return -1;
+        if (pick_native(&fn, &widened, g_native_what, sizeof g_native_what, why, sizeof why) != 0) return -1;
         g_sbgemm = fn;
+        g_widened = widened;
     } else if (precision != PLAIT_KERNELS_FP32 && precision != PLAIT_KERNELS_BF16_EMULATED) {
         return -1;
     }
@@ -204,7 +268,7 @@ static void *convert(int which, const float *src, int64_t rows, int64_t cols, in
 
 int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                           int64_t lda, const float *B, int64_t ldb, plait_bf16_operands *out) {
-    int native = g_precision == PLAIT_KERNELS_BF16;
+    int native = g_precision == PLAIT_KERNELS_BF16 && !g_widened;
     int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
     out->native = native;
@@ -333,7 +397,7 @@ static void native_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t 
 void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    if (g_precision == PLAIT_KERNELS_BF16) {
+    if (g_precision == PLAIT_KERNELS_BF16 && !g_widened) {
         native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

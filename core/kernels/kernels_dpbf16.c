@@ -126,7 +126,7 @@ int plait_k_dpbf16_native(void) {
 #ifdef DP_X86
     static int has = -1;
     if (has < 0) has = cpu_has_avx512bf16();
-    return has && plait_kernels_precision() == PLAIT_KERNELS_BF16;
+    return has && plait_kernels_precision() == PLAIT_KERNELS_BF16 && !plait_k_bf16_widened();
 #else
     return 0;
 #endif

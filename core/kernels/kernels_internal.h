@@ -130,6 +130,12 @@ void plait_k_narrow(uint16_t *dst, const float *src, int64_t n);
  * (row stride dld), and the reverse (float rows sld apart) */
 void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows, int64_t cols);
 void plait_k_narrow_rows(uint16_t *dst, int64_t ld, const float *src, int64_t sld, int64_t rows, int64_t cols);
+/* Whether a BF16 run multiplies in fp32 on widened operands (its products
+ * and attention taking the float32 paths on the widened values), chosen
+ * where the CPU's bf16 dot products are slower than its fp32 ones
+ * (kernels_bf16.c) */
+int plait_k_bf16_widened(void);
+
 /* One product on bf16 operands on the calling thread, C float32
  * (row-major, strides as stored): the native bf16 product of a bf16 run
  * (oneDNN or cblas_sbgemm), else the float32 product of the operands
@@ -193,7 +199,7 @@ void plait_k_attention_group_backward_rounded(float *dq, float *dk, float *dv, f
                                               const float *lse, const float *q, const float *k, const float *v,
                                               int64_t W, int64_t G, int64_t T, int64_t HS);
 /* Whether the fused attention runs on bf16 pairs: a bf16 run (native or
- * emulated) and an even head size */
+ * emulated) whose products take bf16 operands, and an even head size */
 int plait_k_attention_on_pairs(int64_t HS);
 
 /* The rows of a tile of the fused attention (an item's scratch holds two

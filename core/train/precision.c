@@ -47,7 +47,9 @@ plait_status plait_precision_from_config(const plait_config *cfg, int *mode) {
                                where, f.brand[0] ? f.brand : "unknown", have);
     }
     char why[768];
-    if (plait_kernels_bf16_native(NULL, 0, why, sizeof why) != 0) {
+    int rc = plait_kernels_bf16_native(NULL, 0, why, sizeof why);
+    if (rc == -2) return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: key 'precision' in [run]: %s", where, why);
+    if (rc != 0) {
         char blas[256];
         plait_blas_describe(blas, sizeof blas);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,

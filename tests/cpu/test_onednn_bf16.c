@@ -108,6 +108,7 @@ static float *native(const shape *s, int threads) {
 int main(void) {
     /* oneDNN's products are the subject, whatever the environment chose */
     unsetenv("PLAIT_CPU_GEMM");
+    setenv("PLAIT_CPU_BF16_PRODUCTS", "bf16", 1); /* oneDNN's products even where auto widens */
     plait_cpu_features f;
     plait_cpu_detect(&f);
     if (!f.has[PLAIT_CPU_AVX512_BF16] && !f.has[PLAIT_CPU_AMX_BF16]) {

@@ -10,10 +10,13 @@
  * and one product of many tiles compared bit for bit across 1 and 3
  * threads (the bits must not depend on the thread count).
  *
- * Twice: with the products emulated (float32 on the widened operands),
- * which runs on every CPU, and with the native bf16 products (oneDNN, or
- * the BLAS's cblas_sbgemm) where this CPU and its libraries have them;
- * elsewhere that half says why it did not run.
+ * Three times: with the products emulated (float32 on the widened
+ * operands, the attention on bf16 pairs in a portable loop), which runs on
+ * every CPU; with a native run's products in fp32 on widened operands
+ * (PLAIT_CPU_BF16_PRODUCTS=fp32, what auto takes where bf16 dot products
+ * are slow: no library needed, so on every CPU too); and with the native
+ * bf16 products (oneDNN, or the BLAS's cblas_sbgemm) where this CPU and its
+ * libraries have them; elsewhere that part says why it did not run.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +86,18 @@ int main(void) {
     }
     fails += run_all("emulated bf16 products", seed) + threads_agree();
     char what[160], why[768];
+    setenv("PLAIT_CPU_BF16_PRODUCTS", "fp32", 1);
+    if (plait_kernels_set_precision(PLAIT_KERNELS_BF16) != 0) {
+        printf("FAIL: a native run's products in fp32 were refused\n");
+        return 1;
+    }
+    plait_kernels_bf16_describe(what, sizeof what);
+    if (!strstr(what, "in fp32 on widened operands")) {
+        printf("FAIL: PLAIT_CPU_BF16_PRODUCTS=fp32 is described as '%s'\n", what);
+        fails++;
+    }
+    fails += run_all("bf16 products in fp32", seed) + threads_agree();
+    setenv("PLAIT_CPU_BF16_PRODUCTS", "bf16", 1);
     if (plait_kernels_bf16_native(what, sizeof what, why, sizeof why) == 0 &&
         plait_kernels_set_precision(PLAIT_KERNELS_BF16) == 0) {
         printf("native: %s\n", what);

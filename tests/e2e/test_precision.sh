@@ -51,12 +51,15 @@ within_2pct fp32 bf16
 ! (same_losses fp32 bf16 0) >/dev/null 2>&1 || fail "bf16 gave exactly fp32's losses: the operands were not rounded"
 
 # native bf16 where this CPU has it and oneDNN (or a BLAS with
-# cblas_sbgemm) multiplies bf16: the same curve test against fp32; the
-# emulated numbers step for step while the two orders of fp32 sums have not
-# yet drifted apart (within 8.3e-5 over the first 30 steps here; later
-# they part, as any two summation orders do); and the same bits at 1 and 2
-# threads
+# cblas_sbgemm) multiplies bf16 (PLAIT_CPU_BF16_PRODUCTS=bf16: the bf16
+# instructions even where auto multiplies in fp32): the same curve test
+# against fp32; the emulated numbers step for step while the two orders of
+# fp32 sums have not yet drifted apart (within 8.3e-5 over the first 30
+# steps here; later they part, as any two summation orders do); and the
+# same bits at 1 and 2 threads. Then the native run's other way, fp32
+# products on the widened bf16 operands: the same curve test and bits.
 rm -rf "$E2E_WORK/probe" # a failed run's work directory stays
+export PLAIT_CPU_BF16_PRODUCTS=bf16
 if "$PLAIT_BIN" train "$CFG" run.steps=1 run.precision=bf16 "run.out_dir=$E2E_WORK/probe" >"$E2E_WORK/probe.out" 2>&1; then
   train native $S run.precision=bf16
   grep -q "bf16 products on " "$E2E_WORK/native.out" || fail "the start-up line names no bf16 library: $(cat "$E2E_WORK/native.out")"
@@ -74,9 +77,22 @@ if "$PLAIT_BIN" train "$CFG" run.steps=1 run.precision=bf16 "run.out_dir=$E2E_WO
     "$CFG" run.precision=bf16
   grep -qF "Debian's package libdnnl2" "$E2E_WORK/no_onednn.out" || fail "no package named: $(cat "$E2E_WORK/no_onednn.out")"
   echo "native bf16 checked: $(grep -o "bf16 products on [^,]*" "$E2E_WORK/native.out" | head -n 1)"
+  export PLAIT_CPU_BF16_PRODUCTS=fp32
+  train widened $S run.precision=bf16
+  grep -q "bf16 products in fp32 on widened operands (PLAIT_CPU_BF16_PRODUCTS=fp32)" "$E2E_WORK/widened.out" ||
+    fail "the start-up line does not name the widened products: $(cat "$E2E_WORK/widened.out")"
+  within_2pct fp32 widened
+  ! (same_losses native widened 0) >/dev/null 2>&1 || fail "the widened products gave the bf16 instructions' bits"
+  train widened_t1 $S20 run.threads=1
+  train widened_t2 $S20 run.threads=2
+  same_losses widened_t1 widened_t2 0
+  PLAIT_CPU_BF16_PRODUCTS=dot refused badproducts \
+    "key 'precision' in [run]: PLAIT_CPU_BF16_PRODUCTS=dot: unknown way to multiply bf16; allowed: auto, bf16, fp32" \
+    "$CFG" run.precision=bf16
 else
   grep -q "bf16 needs\|but neither" "$E2E_WORK/probe.out" ||
     fail "bf16 was refused without saying what is missing: $(cat "$E2E_WORK/probe.out")"
   echo "native bf16 not available here: $(grep -o "bf16 needs.*\|but neither.*" "$E2E_WORK/probe.out" | head -n 1)"
 fi
+unset PLAIT_CPU_BF16_PRODUCTS
 echo "precision OK"
