@@ -58,7 +58,7 @@ int plait_kernels_threads(void);
  * in fp32 on the widened operands where PLAIT_CPU_BF16_PRODUCTS (auto:
  * an Intel core without AMX, whose bf16 dot products run at half its fp32
  * rate) says so; BF16_EMULATED rounds them the same way and multiplies
- * with cblas_sgemm (for testing the numerics on CPUs without bf16
+ * them on the fp32 products' library (for testing the numerics on CPUs without bf16
  * instructions). Under both, the fused attention's products at an even
  * head size take bf16 operands too (its probabilities and d(scores)
  * rounded), with float32 sums (kernels_attention_pairs.c), except where

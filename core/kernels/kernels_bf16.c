@@ -15,9 +15,9 @@
  * run multiplies in fp32 on operands widened from bf16 instead: the same
  * bf16 storage, the fp32 rate (PLAIT_CPU_BF16_PRODUCTS chooses by hand).
  * Emulated (a testing mode for CPUs without them): the operands rounded to
- * bf16 but kept in fp32 storage, multiplied by cblas_sgemm. Products of two
- * bf16 values are exact in fp32, so both compute the same numbers up to the
- * order of the fp32 sums.
+ * bf16 but kept in fp32 storage, multiplied by the fp32 products' library
+ * (PLAIT_CPU_GEMM). Products of two bf16 values are exact in fp32, so both
+ * compute the same numbers up to the order of the fp32 sums.
  *
  * The copies live in per-thread scratch buffers that grow to the largest
  * product and are freed when the thread ends.
@@ -427,6 +427,6 @@ void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         const float *A = op->A, *B = op->B;
         A += trans_a ? r0 : r0 * op->lda;
         B += trans_b ? c0 * op->ldb : c0;
-        plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
+        plait_k_gemm_here(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
     }
 }
