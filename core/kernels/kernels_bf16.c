@@ -31,6 +31,7 @@
 #endif
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,8 +395,35 @@ static void native_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t 
              (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
-                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* What a thread's tile slot last widened, so that the next tile of the same
+ * product on that thread reuses it: tiles that share their rows of A (or
+ * columns of B) widen them once a thread, not once a tile. */
+typedef struct widened_memo {
+    uint64_t product;
+    const uint16_t *src;
+    int64_t ld, rows, cols;
+    const float *dst;
+} widened_memo;
+
+static _Thread_local widened_memo g_memo[2];
+static _Atomic uint64_t g_products;
+
+uint64_t plait_k_bf16_product(void) { return ++g_products; }
+
+/* src (rows x cols, row stride ld) widened into dst (row stride cols),
+ * unless this thread's memo says dst already holds it for this product */
+static void widen_operand(widened_memo *m, uint64_t product, float *dst, const uint16_t *src, int64_t ld, int64_t rows,
+                          int64_t cols) {
+    if (product && m->product == product && m->src == src && m->ld == ld && m->rows == rows && m->cols == cols &&
+        m->dst == dst)
+        return;
+    plait_k_widen_rows(dst, cols, src, ld, rows, cols);
+    *m = (widened_memo){product, src, ld, rows, cols, dst};
+}
+
+void plait_k_bf16_tile(uint64_t product, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     if (g_precision == PLAIT_KERNELS_BF16 && !g_widened) {
         native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -409,8 +437,8 @@ void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         widened_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    plait_k_widen_rows(wa, a_cols, A, lda, a_rows, a_cols);
-    plait_k_widen_rows(wb, b_cols, B, ldb, b_rows, b_cols);
+    widen_operand(&g_memo[0], product, wa, A, lda, a_rows, a_cols);
+    widen_operand(&g_memo[1], product, wb, B, ldb, b_rows, b_cols);
     plait_k_gemm_here(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
 }
 

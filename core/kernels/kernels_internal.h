@@ -139,9 +139,15 @@ int plait_k_bf16_widened(void);
 /* One product on bf16 operands on the calling thread, C float32
  * (row-major, strides as stored): the native bf16 product of a bf16 run
  * (oneDNN or cblas_sbgemm), else the float32 product of the operands
- * widened (exact) in this thread's tile slots. */
-void plait_k_bf16_tile(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
-                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+ * widened (exact) in this thread's tile slots. `product` names the larger
+ * product the tile is part of (plait_k_bf16_product; 0: none): while it is
+ * the same, A and B must not change, and a thread reuses an operand it
+ * widened for an earlier tile instead of widening it again. */
+void plait_k_bf16_tile(uint64_t product, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc);
+/* A name for a product not yet named in this process (never 0) */
+uint64_t plait_k_bf16_product(void);
 
 /* matmul_forward_bf16 and matmul_backward_bf16 (kernels_matmul_bf16.c)
  * with out's rows, or dout's, ldo elements apart (the grouped products of

@@ -28,6 +28,7 @@ typedef enum {
 typedef struct mm_job {
     int trans_a, trans_b;
     int64_t M, N, K, lda, ldb, tm, tn, tiles_n;
+    uint64_t product; /* plait_k_bf16_tile's name for this product */
     const uint16_t *A, *B;
     float *C; /* EPI_NONE */
     int64_t ldc;
@@ -70,12 +71,12 @@ static void mm_tile(void *vj, int64_t tile) {
     const uint16_t *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
     const uint16_t *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
     if (j->epi == EPI_NONE) {
-        plait_k_bf16_tile(j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, j->beta,
+        plait_k_bf16_tile(j->product, j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, j->beta,
                           j->C + r0 * j->ldc + c0, j->ldc);
         return;
     }
     float *t = plait_k_scratch_or_die(PLAIT_K_SLOT_TILE_C, (size_t)(rows * cols), "a bf16 product's tile");
-    plait_k_bf16_tile(j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, 0.0f, t, cols);
+    plait_k_bf16_tile(j->product, j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, 0.0f, t, cols);
     finish_rows(j, t, r0, c0, rows, cols);
 }
 
@@ -85,6 +86,7 @@ static void mm_run(mm_job *j) {
     plait_kernels_ensure_init();
     const int64_t tiles = plait_k_sgemm_tiles(j->M, j->N, j->K, &j->tm, &j->tn);
     j->tiles_n = ceil_div(j->N, j->tn);
+    j->product = plait_k_bf16_product();
     plait_pool_run(tiles, mm_tile, j);
 }
 
