@@ -26,9 +26,6 @@
  * that scratch by slot, the widening and rounding loops, to_bf16 and
  * from_bf16, and one product on bf16 operands (plait_k_bf16_tile).
  */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,18 +56,7 @@ plait_sbgemm_fn plait_kernels_sbgemm(void) {
  * them at twice it. A rule from cpuid, not a timing, so that the choice (and
  * the run's bits) stay the same from run to run. */
 static int bf16_dots_slower(void) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x756e6547u || d != 0x49656e69u || c != 0x6c65746eu)
-        return 0;                                                     /* "GenuineIntel" */
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1u)) return 0; /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    int amx = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (lo & 0x60000u) == 0x60000u;
-    return !amx && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
-#else
-    return 0;
-#endif
+    return plait_k_cpu_intel() && plait_k_cpu_avx512_bf16() && !plait_k_cpu_amx_bf16();
 }
 
 /* PLAIT_CPU_BF16_PRODUCTS: "bf16" (the bf16 instructions), "fp32" (fp32 on

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
 #include <immintrin.h>
 #define DP_X86 1
 #endif
@@ -108,24 +107,12 @@ DP_TARGET static void gemm_native(int64_t M, int64_t N, int64_t K2, float alpha,
     }
 }
 
-/* AVX512_BF16 in cpuid (leaf 7 subleaf 1, EAX bit 5) with AVX-512 F, BW
- * and VL (leaf 7, EBX bits 16, 30, 31), and the OS saving the zmm state
- * (XCR0 bits 1, 2, 5, 6, 7) */
-static int cpu_has_avx512bf16(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1u)) return 0; /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0xe6u) != 0xe6u) return 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b >> 16 & 1u) || !(b >> 30 & 1u) || !(b >> 31 & 1u)) return 0;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
-}
 #endif
 
 int plait_k_dpbf16_native(void) {
 #ifdef DP_X86
     static int has = -1;
-    if (has < 0) has = cpu_has_avx512bf16();
+    if (has < 0) has = plait_k_cpu_avx512_bf16();
     return has && plait_kernels_precision() == PLAIT_KERNELS_BF16 && !plait_k_bf16_widened();
 #else
     return 0;

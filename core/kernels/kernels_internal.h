@@ -20,6 +20,13 @@ static inline float plait_k_widen_bf16(uint16_t v) {
     return f;
 }
 
+/* What this CPU can run (kernels_cpuid.c): AVX512_BF16 with AVX-512 F, BW
+ * and VL, AMX_BF16, each with its registers' state saved by the OS; an
+ * Intel CPU (cpuid's vendor). 0 on other architectures. Thread-safe. */
+int plait_k_cpu_avx512_bf16(void);
+int plait_k_cpu_amx_bf16(void);
+int plait_k_cpu_intel(void);
+
 /* A warning through the logger of plait_kernels_set_log (component
  * "kernels"). */
 void plait_kernels_warn(const char *fmt, ...) PLAIT_PRINTF(1, 2);

@@ -16,9 +16,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,19 +120,10 @@ static int load(char *err, size_t errlen) {
  * the BLAS until measured on CPUs of their own. */
 static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */, 0xe7 /* avx512_core_bf16 */};
 
-/* AMX_BF16 (cpuid leaf 7, EDX bit 22) or AVX512_BF16 (leaf 7 subleaf 1,
- * EAX bit 5): what those ISAs need and the others lack, checked before
- * loading the library (oneDNN then checks the rest, the OS's saved
- * registers and tile state included) */
-static int cpu_may_have_faster_isa(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u)) return 1;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
-#else
-    return 0;
-#endif
-}
+/* AMX_BF16 or AVX512_BF16 (kernels_cpuid.c): what those ISAs need and the
+ * others lack, checked before loading the library (oneDNN then checks the
+ * rest, the tile state's permission included) */
+static int cpu_may_have_faster_isa(void) { return plait_k_cpu_amx_bf16() || plait_k_cpu_avx512_bf16(); }
 
 static int auto_picks_onednn(int isa) {
     for (size_t i = 0; i < sizeof g_onednn_faster / sizeof g_onednn_faster[0]; i++)
