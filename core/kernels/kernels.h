@@ -120,7 +120,8 @@ void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, fl
                    int64_t ldc);
 /* The partition plait_k_sgemm uses for C[M,N] with inner dimension K: tiles
  * of *tm x *tn (optional outputs); returns the number of tiles. A function
- * of the shape only (at most 128 tiles, none below 2^26 multiply-adds). */
+ * of the shape only (at most 128 tiles, none below 2^26 multiply-adds but
+ * the two halves of a product of 2^23 to 2^27). */
 int64_t plait_k_sgemm_tiles(int64_t M, int64_t N, int64_t K, int64_t *tm, int64_t *tn);
 
 /* ---- linear layers ----------------------------------------------------- */

@@ -25,9 +25,17 @@
  * step's CPU time is back at OpenBLAS's own (measured 9.5 s vs 9.7-10.5 s of
  * user time for 6 steps; 11.0 s at 2^22). Products of GPT-2 124M's size
  * still get up to 128 tiles; small models use fewer threads than a large
- * machine has, which costs less than packing every panel many times. */
+ * machine has, which costs less than packing every panel many times.
+ * Below 2^27 multiply-adds that floor would leave a product whole, on one
+ * thread, however many a rank has: such a product of at least
+ * SGEMM_MIN_HALVED_MACS is cut once instead (its tiles at least half of
+ * it), so that two threads share it for one more packing of the operand
+ * its halves share. llama-tiny's and gpt-tiny's steps at 2 threads took
+ * 15-25% less time so, and no difference at 1 thread showed through the
+ * rounds' noise (docs/cpu.md). */
 #define SGEMM_TILES 128
 #define SGEMM_MIN_TILE_MACS (1ll << 26)
+#define SGEMM_MIN_HALVED_MACS (1ll << 23)
 #define SGEMM_GRAIN 32
 
 typedef struct sgemm_job {
@@ -59,13 +67,20 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int64_t halve(int64_t len) { return ceil_div(ceil_div(len, 2), SGEMM_GRAIN) * SGEMM_GRAIN; }
 
+/* the fewest multiply-adds a tile of a product of `macs` may keep */
+static int64_t tile_floor(int64_t macs) {
+    if (macs >= 2 * SGEMM_MIN_TILE_MACS || macs < SGEMM_MIN_HALVED_MACS) return SGEMM_MIN_TILE_MACS;
+    return (macs + 1) / 2;
+}
+
 int64_t plait_k_sgemm_tiles(int64_t M, int64_t N, int64_t K, int64_t *tm_out, int64_t *tn_out) {
     int64_t tm = M, tn = N;
+    const int64_t floor_macs = tile_floor(M * N * K);
     while (ceil_div(M, tm) * ceil_div(N, tn) < SGEMM_TILES) {
         /* the longer side first; the other when the longer cannot shrink */
         int64_t nm = halve(tm), nn = halve(tn);
-        int can_m = nm < tm && nm * tn * K >= SGEMM_MIN_TILE_MACS;
-        int can_n = nn < tn && tm * nn * K >= SGEMM_MIN_TILE_MACS;
+        int can_m = nm < tm && nm * tn * K >= floor_macs;
+        int can_n = nn < tn && tm * nn * K >= floor_macs;
         if (can_m && (tm >= tn || !can_n))
             tm = nm;
         else if (can_n)

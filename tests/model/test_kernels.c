@@ -36,9 +36,11 @@ static void naive_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
 
 static void test_sgemm(void **state) {
     (void)state;
-    /* small (one call) and large shapes (1040 x 780 x 400: 4 tiles, ragged
-     * at both edges), all transposes */
-    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}, {1040, 780, 400}};
+    /* small (one call), halved (330 x 200 x 150: 2 tiles, the second
+     * ragged) and large shapes (1040 x 780 x 400: 4 tiles, ragged at both
+     * edges), all transposes */
+    const int64_t shapes[][3] = {{3, 5, 7},      {200, 130, 150}, {96, 330, 70},
+                                 {257, 64, 129}, {330, 200, 150}, {1040, 780, 400}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -98,6 +100,20 @@ static void test_sgemm_tiles(void **state) {
     assert_int_equal(plait_k_sgemm_tiles(3, 5, 7, NULL, NULL), 1);
     assert_int_equal(plait_k_sgemm_tiles(64, 64, 64, &tm, &tn), 1);
     assert_true(tm == 64 && tn == 64);
+    assert_int_equal(plait_k_sgemm_tiles(256, 256, 127, NULL, NULL), 1); /* just under 2^23 */
+    /* from 2^23 to 2^27 multiply-adds, two tiles of at least half of it
+     * (llama-tiny's q and o products, its head, a ragged one) */
+    const int64_t halved[][3] = {{1024, 128, 128}, {1024, 256, 128}, {330, 200, 150}, {256, 256, 128}};
+    for (size_t s = 0; s < sizeof halved / sizeof halved[0]; s++) {
+        const int64_t M = halved[s][0], N = halved[s][1], K = halved[s][2];
+        assert_int_equal(plait_k_sgemm_tiles(M, N, K, &tm, &tn), 2);
+        assert_true(2 * tm * tn * K >= M * N * K);
+    }
+    /* from 2^27 on, tiles of 2^26 as before: the shortest such product
+     * (gpt-small's attention output) in two, one of 2^28 in four */
+    assert_int_equal(plait_k_sgemm_tiles(2048, 256, 256, &tm, &tn), 2);
+    assert_int_equal(plait_k_sgemm_tiles(2048, 512, 256, &tm, &tn), 4);
+    assert_true(tm * tn * 256 >= (1 << 26));
     /* the thread count plays no part */
     int64_t tm2, tn2;
     plait_kernels_set_threads(3);
