@@ -152,23 +152,7 @@ int plait_kernels_set_precision(int precision) {
 
 int plait_kernels_precision(void) { return g_precision; }
 
-/* x rounded to nearest even in its upper 16 bits (the lower ones are
- * garbage), a NaN kept quiet. An infinity needs no case of its own: adding
- * at most 0x8000 to 0x7f800000 leaves the upper half alone. Without a
- * branch, so that the conversion loops below vectorize. */
-static inline uint32_t round_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded;
-}
-
-static inline float bf16_round(float x) {
-    uint32_t u = round_bits(x) & 0xffff0000u;
-    float y;
-    memcpy(&y, &u, sizeof y);
-    return y;
-}
+static inline float bf16_round(float x) { return plait_k_widen_bf16(plait_k_narrow_bf16(x)); }
 
 float plait_bf16_round(float x) { return bf16_round(x); }
 
@@ -235,7 +219,7 @@ static void convert_rows(void *vj, int64_t r0, int64_t r1) {
         const float *restrict s = j->src + r * j->ld;
         if (j->native) {
             uint16_t *restrict d = (uint16_t *)j->dst + r * cols;
-            for (int64_t c = 0; c < cols; c++) d[c] = (uint16_t)(round_bits(s[c]) >> 16);
+            for (int64_t c = 0; c < cols; c++) d[c] = plait_k_narrow_bf16(s[c]);
         } else {
             float *restrict d = (float *)j->dst + r * cols;
             for (int64_t c = 0; c < cols; c++) d[c] = bf16_round(s[c]);
@@ -271,7 +255,7 @@ PLAIT_SIMD_CLONES static void widen_span(float *restrict dst, const uint16_t *re
 }
 
 PLAIT_SIMD_CLONES static void narrow_span(uint16_t *restrict dst, const float *restrict src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (uint16_t)(round_bits(src[i]) >> 16);
+    for (int64_t i = 0; i < n; i++) dst[i] = plait_k_narrow_bf16(src[i]);
 }
 
 /* the loops inside one call: an attention head's rows are a head size
@@ -290,7 +274,7 @@ PLAIT_SIMD_CLONES static void narrow_block(uint16_t *dst, int64_t ld, const floa
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *restrict d = dst + r * ld;
         const float *restrict x = src + r * sld;
-        for (int64_t c = 0; c < cols; c++) d[c] = (uint16_t)(round_bits(x[c]) >> 16);
+        for (int64_t c = 0; c < cols; c++) d[c] = plait_k_narrow_bf16(x[c]);
     }
 }
 
@@ -426,6 +410,12 @@ void plait_k_bf16_tile(uint64_t product, int trans_a, int trans_b, int64_t M, in
     widen_operand(&g_memo[0], product, wa, A, lda, a_rows, a_cols);
     widen_operand(&g_memo[1], product, wb, B, ldb, b_rows, b_cols);
     plait_k_gemm_here(trans_a, trans_b, M, N, K, alpha, wa, a_cols, wb, b_cols, beta, C, ldc);
+}
+
+int plait_k_bf16_tile_rounded(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                              const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc) {
+    if (g_precision != PLAIT_KERNELS_BF16 || g_widened || g_sbgemm) return -1;
+    return plait_k_onednn_bf16_gemm_rounded(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -20,6 +20,17 @@ static inline float plait_k_widen_bf16(uint16_t v) {
     return f;
 }
 
+/* A float32 rounded to the nearest bf16, ties to even (its 16 bits), a NaN
+ * kept quiet. An infinity needs no case of its own: adding at most 0x8000
+ * to 0x7f800000 leaves the upper half alone. Without a branch, so that
+ * the conversion loops vectorize. */
+static inline uint16_t plait_k_narrow_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded) >> 16);
+}
+
 /* What this CPU can run (kernels_cpuid.c): AVX512_BF16 with AVX-512 F, BW
  * and VL, AMX_BF16, each with its registers' state saved by the OS; an
  * Intel CPU (cpuid's vendor). 0 on other architectures. Thread-safe. */
@@ -81,6 +92,11 @@ int plait_k_onednn_bf16_probe(char *impl, size_t impl_len, char *err, size_t err
  * memory ran out (C is then unchanged). */
 int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                              int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* The same product (alpha 1, beta 0) with C bf16: oneDNN sums in fp32 and
+ * rounds each element once, to nearest even, as it stores it, so that no
+ * fp32 C is written and read again. The same contract otherwise. */
+int plait_k_onednn_bf16_gemm_rounded(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                                     int64_t lda, const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc);
 
 /* bf16 copies of a product's operands (kernels_bf16.c), packed: A as
  * stored (trans_a: K x M) with row stride lda, B likewise. native: uint16
@@ -153,6 +169,12 @@ int plait_k_bf16_widened(void);
 void plait_k_bf16_tile(uint64_t product, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C,
                        int64_t ldc);
+/* The same product (alpha 1, beta 0) rounded to bf16 as it is stored, by
+ * the library, where the bf16 run's products are oneDNN's: 0 when C holds
+ * it, -1 when the caller makes it as a float32 tile and rounds that (the
+ * emulated or widened mode, cblas_sbgemm, a shape oneDNN refused). */
+int plait_k_bf16_tile_rounded(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                              const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc);
 /* A name for a product not yet named in this process (never 0) */
 uint64_t plait_k_bf16_product(void);
 

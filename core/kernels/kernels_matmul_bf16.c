@@ -7,9 +7,12 @@
  * each tile is one product on the calling thread (plait_k_bf16_tile: the
  * bf16 run's native library, or the float32 product of widened operands).
  * A float32 result (the weight gradient, a residual stream) is written in
- * place; a bf16 one is made in the thread's scratch and finished there, in
- * cache, before it is rounded once: the bias added, GELU applied (and its
- * input kept), or GELU's derivative applied to a gradient.
+ * place; a bf16 one with nothing to finish is rounded by oneDNN as it
+ * stores it, where the products are oneDNN's (the same bits as rounding
+ * the float32 tile, without writing and reading it); any other is made in
+ * the thread's scratch and finished there, in cache, before it is rounded
+ * once: the bias added, GELU applied (and its input kept), or GELU's
+ * derivative applied to a gradient.
  */
 #include <string.h>
 
@@ -75,6 +78,11 @@ static void mm_tile(void *vj, int64_t tile) {
                           j->C + r0 * j->ldc + c0, j->ldc);
         return;
     }
+    /* a plain rounded result straight from the library, where it can */
+    if (j->epi == EPI_ROUND && !j->bias &&
+        plait_k_bf16_tile_rounded(j->trans_a, j->trans_b, rows, cols, j->K, A, j->lda, B, j->ldb,
+                                  j->out + r0 * j->ldo + c0, j->ldo) == 0)
+        return;
     float *t = plait_k_scratch_or_die(PLAIT_K_SLOT_TILE_C, (size_t)(rows * cols), "a bf16 product's tile");
     plait_k_bf16_tile(j->product, j->trans_a, j->trans_b, rows, cols, j->K, 1.0f, A, j->lda, B, j->ldb, 0.0f, t, cols);
     finish_rows(j, t, r0, c0, rows, cols);

@@ -1,6 +1,6 @@
 /*
  * bf16 matrix products through oneDNN's matmul primitive (bf16 operands,
- * fp32 accumulation and output): the native bf16 products of the CPU path
+ * fp32 accumulation, fp32 output or bf16 rounded as stored): the native bf16 products of the CPU path
  * where the BLAS has no cblas_sbgemm (Debian's OpenBLAS 0.3.21 has none).
  * oneDNN 2.6 exposes no bf16 GEMM function, only the primitive, whose
  * creation costs far more than a product of plait's tiles: so each math
@@ -118,6 +118,7 @@ static int bind(void) {
 typedef struct key {
     int64_t M, N, K, lda, ldb, ldc;
     int trans_a, trans_b;
+    int c_bf16; /* C bf16, rounded by oneDNN (alpha 1, beta 0), else fp32 */
     float alpha, beta;
 } key;
 
@@ -126,10 +127,12 @@ typedef struct entry {
     void *prim, *mem[4]; /* src, weights, dst, scratchpad */
     void *scratch;
     int used;
+    int refused; /* oneDNN refused the shape (or memory ran out): not asked again */
 } entry;
 
 /* Describes and creates C[M,N] = alpha op(A) op(B) + beta C (row-major,
- * bf16 A and B, fp32 C) into e: 0, or a oneDNN status. */
+ * bf16 A and B, fp32 C, or bf16 C when k->c_bf16) into e: 0, or a oneDNN
+ * status. */
 static int create(const key *k, entry *e, void **pd_out) {
     plait_dnnl_md a, b, c;
     int64_t da[PLAIT_DNNL_MAX_NDIMS] = {k->M, k->K}, db[PLAIT_DNNL_MAX_NDIMS] = {k->K, k->N},
@@ -140,7 +143,7 @@ static int create(const key *k, entry *e, void **pd_out) {
     int64_t sc[PLAIT_DNNL_MAX_NDIMS] = {k->ldc, 1};
     int st = g.md_init(&a, 2, da, PLAIT_DNNL_BF16, sa);
     if (st == PLAIT_DNNL_OK) st = g.md_init(&b, 2, db, PLAIT_DNNL_BF16, sb);
-    if (st == PLAIT_DNNL_OK) st = g.md_init(&c, 2, dc, PLAIT_DNNL_F32, sc);
+    if (st == PLAIT_DNNL_OK) st = g.md_init(&c, 2, dc, k->c_bf16 ? PLAIT_DNNL_BF16 : PLAIT_DNNL_F32, sc);
     static plait_dnnl_matmul_desc desc_zero;
     plait_dnnl_matmul_desc *desc = malloc(sizeof *desc); /* 8 KiB: off the stack of a math thread */
     if (!desc) return -1;
@@ -267,24 +270,20 @@ static entry *find(cache *c, const key *k) {
     }
     if (create(k, e, NULL) != PLAIT_DNNL_OK) {
         entry_free(e);
-        return NULL;
+        e->refused = 1;
     }
     e->k = *k;
     e->used = 1;
     return e;
 }
 
-int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
-                             int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (M <= 0 || N <= 0) return 0;
+/* Runs the product k on this thread's primitive for it: 0, or -1 */
+static int run(const key *k, const uint16_t *A, const uint16_t *B, void *C) {
+    if (k->M <= 0 || k->N <= 0) return 0;
     if (g.ready != 1) return -1;
-    key k;
-    memset(&k, 0, sizeof k); /* the padding too: keys compare as bytes */
-    k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
-    k.trans_a = trans_a != 0, k.trans_b = trans_b != 0, k.alpha = alpha, k.beta = beta;
     cache *c = this_thread();
-    entry *e = c ? find(c, &k) : NULL;
-    if (!e) return -1;
+    entry *e = c ? find(c, k) : NULL;
+    if (!e || e->refused) return -1;
     void *handles[3];
     memcpy(&handles[0], &A, sizeof A); /* oneDNN's handles are not const; it only reads A and B */
     memcpy(&handles[1], &B, sizeof B);
@@ -303,4 +302,26 @@ int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int
              g.stream_wait(c->stream) == PLAIT_DNNL_OK;
     plait_k_onednn_leave(&saved);
     return ok ? 0 : -1;
+}
+
+static key key_of(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+    key k;
+    memset(&k, 0, sizeof k); /* the padding too: keys compare as bytes */
+    k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+    k.trans_a = trans_a != 0, k.trans_b = trans_b != 0;
+    return k;
+}
+
+int plait_k_onednn_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                             int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    key k = key_of(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    k.alpha = alpha, k.beta = beta;
+    return run(&k, A, B, C);
+}
+
+int plait_k_onednn_bf16_gemm_rounded(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                                     int64_t lda, const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc) {
+    key k = key_of(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    k.c_bf16 = 1, k.alpha = 1.0f, k.beta = 0.0f;
+    return run(&k, A, B, C);
 }

@@ -62,34 +62,50 @@ void plait_k_swiglu_backward(float *dgate, float *dup, const float *dout, const 
 }
 
 /* ---- on bf16 (swiglu_forward_bf16, swiglu_backward_bf16) --------------------
- * A row of gu[BT,2F] is gate_proj's F outputs then up_proj's: each row
- * widened into the thread's scratch, the spans above, rounded once. */
+ * A row of gu[BT,2F] is gate_proj's F outputs then up_proj's. The spans
+ * above's arithmetic on the widened values (widening is exact), each
+ * output rounded once as it is stored: the same bits as widening the rows
+ * into scratch, running those spans and rounding, without the passes. */
 typedef struct swiglu_bf16_job {
     plait_bf16 *out; /* forward: out[BT,F]; backward: dgu[BT,2F] */
     const plait_bf16 *gu, *dout;
     int64_t F;
 } swiglu_bf16_job;
 
+PLAIT_SIMD_CLONES static void swiglu_forward_bf16_span(uint16_t *out, const uint16_t *gate, const uint16_t *up,
+                                                       int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = plait_k_widen_bf16(gate[i]);
+        out[i] = plait_k_narrow_bf16(g * sigmoid(g) * plait_k_widen_bf16(up[i]));
+    }
+}
+
+PLAIT_SIMD_CLONES static void swiglu_backward_bf16_span(uint16_t *dgate, uint16_t *dup, const uint16_t *dout,
+                                                        const uint16_t *gate, const uint16_t *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = plait_k_widen_bf16(gate[i]), u = plait_k_widen_bf16(up[i]), d = plait_k_widen_bf16(dout[i]);
+        const float sg = sigmoid(g);
+        dgate[i] = plait_k_narrow_bf16(d * u * sg * (1.0f + g * (1.0f - sg)));
+        dup[i] = plait_k_narrow_bf16(d * g * sg);
+    }
+}
+
 static void swiglu_forward_bf16_rows(void *vj, int64_t lo, int64_t hi) {
     const swiglu_bf16_job *j = vj;
     const int64_t F = j->F;
-    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(3 * F), "swiglu_forward_bf16");
     for (int64_t r = lo; r < hi; r++) {
-        plait_k_widen(x, j->gu + r * 2 * F, 2 * F);
-        swiglu_forward_span(x + 2 * F, x, x + F, F);
-        plait_k_narrow(j->out + r * F, x + 2 * F, F);
+        const uint16_t *gu = j->gu + r * 2 * F;
+        swiglu_forward_bf16_span(j->out + r * F, gu, gu + F, F);
     }
 }
 
 static void swiglu_backward_bf16_rows(void *vj, int64_t lo, int64_t hi) {
     const swiglu_bf16_job *j = vj;
     const int64_t F = j->F;
-    float *x = plait_k_scratch_or_die(PLAIT_K_SLOT_ROWS0, (size_t)(5 * F), "swiglu_backward_bf16");
     for (int64_t r = lo; r < hi; r++) {
-        plait_k_widen(x, j->gu + r * 2 * F, 2 * F);
-        plait_k_widen(x + 2 * F, j->dout + r * F, F);
-        swiglu_backward_span(x + 3 * F, x + 4 * F, x + 2 * F, x, x + F, F);
-        plait_k_narrow(j->out + r * 2 * F, x + 3 * F, 2 * F);
+        const uint16_t *gu = j->gu + r * 2 * F;
+        uint16_t *d = j->out + r * 2 * F;
+        swiglu_backward_bf16_span(d, d + F, j->dout + r * F, gu, gu + F, F);
     }
 }
 

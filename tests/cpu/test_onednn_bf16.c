@@ -5,7 +5,9 @@
  * fp32 sums differs): gpt-small's shapes in all three transposes, alpha and
  * beta, row strides wider than the rows, tiles of odd sizes, a NaN in C
  * under beta = 0, more tile shapes than a thread keeps primitives for, and
- * the same bits at 1, 2 and 3 threads. Where oneDNN's headers are
+ * the same bits at 1, 2 and 3 threads; the products rounded to a bf16 C by
+ * oneDNN as it stores them against the fp32 ones rounded by plait, bit for
+ * bit. Where oneDNN's headers are
  * installed, plait's copy of the interface (kernels/onednn_abi.h) is
  * checked against them at compile time. Skips (77) on a CPU without
  * AVX512_BF16 or AMX_BF16, or without libdnnl.so.2, saying which.
@@ -19,6 +21,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu_check.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels/onednn_abi.h"
 
 #if defined(__has_include)
@@ -105,6 +108,37 @@ static float *native(const shape *s, int threads) {
     return C;
 }
 
+/* The product rounded by oneDNN as it stores it against the float32
+ * product rounded by plait: the same bits, and the padding between C's
+ * rows untouched. 0, or the number of elements that differ. */
+static int64_t rounded(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t pad, float scale) {
+    int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+    int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+    float *x = malloc(sizeof(float) * (size_t)(a_rows * lda + b_rows * ldb));
+    uint16_t *A = malloc(sizeof(uint16_t) * (size_t)(a_rows * lda)),
+             *B = malloc(sizeof(uint16_t) * (size_t)(b_rows * ldb));
+    float *C = malloc(sizeof(float) * (size_t)(M * ldc));
+    uint16_t *R = malloc(sizeof(uint16_t) * (size_t)(M * ldc));
+    fill(x, a_rows * lda + b_rows * ldb, 7);
+    for (int64_t i = 0; i < a_rows * lda; i++) A[i] = plait_k_narrow_bf16(x[i] * scale);
+    for (int64_t i = 0; i < b_rows * ldb; i++) B[i] = plait_k_narrow_bf16(x[a_rows * lda + i] * scale);
+    memset(R, 0xab, sizeof(uint16_t) * (size_t)(M * ldc));
+    int64_t bad = -1;
+    if (plait_k_onednn_bf16_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == 0 &&
+        plait_k_onednn_bf16_gemm_rounded(ta, tb, M, N, K, A, lda, B, ldb, R, ldc) == 0) {
+        bad = 0;
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t c = 0; c < ldc; c++)
+                bad += R[r * ldc + c] != (c < N ? plait_k_narrow_bf16(C[r * ldc + c]) : 0xabab);
+    }
+    free(x);
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+    return bad;
+}
+
 int main(void) {
     /* oneDNN's products are the subject, whatever the environment chose */
     unsetenv("PLAIT_CPU_GEMM");
@@ -167,6 +201,24 @@ int main(void) {
             break;
         }
     }
+    /* oneDNN's rounding as it stores a bf16 C (the linear layers' plain
+     * bf16 outputs) is plait's: round to nearest even of the same fp32 sums */
+    const int64_t rshapes[][6] = {{0, 1, 512, 352, 128, 0},
+                                  {0, 0, 512, 128, 352, 0},
+                                  {1, 0, 64, 128, 512, 0},
+                                  {0, 1, 37, 129, 65, 3},
+                                  {1, 1, 300, 70, 33, 5}};
+    for (size_t i = 0; i < sizeof rshapes / sizeof rshapes[0]; i++) {
+        const int64_t *r = rshapes[i];
+        int64_t bad = rounded((int)r[0], (int)r[1], r[2], r[3], r[4], r[5], 1.0f);
+        CHECK(bad == 0, "rounded product %lldx%lldx%lld (ta %d tb %d, pad %lld): %lld elements differ (-1: refused)",
+              (long long)r[2], (long long)r[3], (long long)r[4], (int)r[0], (int)r[1], (long long)r[5], (long long)bad);
+    }
+    /* printed, not held: what a kernel does with sums below float32's
+     * normal range is its ISA's (vdpbf16ps flushes them) */
+    int64_t tiny = rounded(0, 1, 64, 64, 32, 0, 1e-19f);
+    printf("rounded product of values near 1e-19 (sums below float32's normal range): %lld elements differ\n",
+           (long long)tiny);
     /* the same bits at any thread count: each tile one call on one thread */
     shape big = {0, 1, 2048, 1024, 256, 0, 1, 1};
     float *r1 = native(&big, 1), *r2 = native(&big, 2), *r3 = native(&big, 3);
