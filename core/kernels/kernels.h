@@ -13,7 +13,7 @@
  * plait_kernels_set_log (the core's log, or host->log in a plugin).
  *
  * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
- * use (the caller plus n-1 sleeping workers). Matrix products run OpenBLAS
+ * use (the caller plus n-1 workers, idle ones yielding, then asleep). Matrix products run OpenBLAS
  * single-threaded on a partition of the output into tiles that depends only
  * on the shapes, never on n (plait_k_sgemm_tiles): OpenBLAS's own threading splits work by thread count
  * and its results then differ in the last bit between 1 and 2 threads

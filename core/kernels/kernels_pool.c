@@ -2,8 +2,10 @@
 #include "kernels/kernels_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 
 #define POOL_MAX_THREADS 256
@@ -24,6 +26,11 @@ static struct {
     void *ctx;
     int64_t n_items;
     atomic_int_fast64_t next;
+    /* copies of generation and active, written under the lock with them,
+     * that a waiting thread reads without the lock while it yields
+     * (pool_yield) */
+    atomic_uint_fast64_t posted;
+    atomic_int working;
 } g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
             PTHREAD_MUTEX_INITIALIZER};
 
@@ -35,6 +42,37 @@ static void run_items(plait_pool_fn fn, void *ctx, int64_t n) {
     }
 }
 
+/* How long a thread that waits on the pool yields its core before it
+ * sleeps: a step's jobs follow each other within microseconds, and waking
+ * a sleeping thread takes longer (the kernel's wake-ups and sleeps were
+ * 10-12% of a small bf16 step's samples). Each check gives the core to any
+ * other thread that wants it (sched_yield), so that a rank sharing its
+ * cores with others (oversubscribed ranks, tests side by side) costs them
+ * a yield, not the core, and sleeps after this long anyway. */
+#define POOL_YIELD_NS 50000
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Yields until done(arg) or POOL_YIELD_NS pass; the caller then takes the
+ * lock and checks for itself. */
+static void pool_yield(int (*done)(uint64_t), uint64_t arg) {
+    int64_t end = now_ns() + POOL_YIELD_NS;
+    for (int i = 1; !done(arg); i++) {
+        sched_yield();
+        if (i % 8 == 0 && now_ns() >= end) return;
+    }
+}
+
+static int job_posted(uint64_t seen) { return atomic_load_explicit(&g_pool.posted, memory_order_acquire) != seen; }
+static int workers_left(uint64_t unused) {
+    (void)unused;
+    return atomic_load_explicit(&g_pool.working, memory_order_acquire) == 0;
+}
+
 static void *worker_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&g_pool.lock);
@@ -44,14 +82,19 @@ static void *worker_main(void *arg) {
         if (g_pool.quit) break;
         seen = g_pool.generation;
         if (!g_pool.open) continue;
-        g_pool.active++;
+        atomic_store_explicit(&g_pool.working, ++g_pool.active, memory_order_release);
         plait_pool_fn fn = g_pool.fn;
         void *ctx = g_pool.ctx;
         int64_t n = g_pool.n_items;
         pthread_mutex_unlock(&g_pool.lock);
         run_items(fn, ctx, n);
         pthread_mutex_lock(&g_pool.lock);
-        if (--g_pool.active == 0) pthread_cond_signal(&g_pool.idle);
+        atomic_store_explicit(&g_pool.working, --g_pool.active, memory_order_release);
+        if (g_pool.active == 0) pthread_cond_signal(&g_pool.idle);
+        if (g_pool.quit || g_pool.generation != seen) continue;
+        pthread_mutex_unlock(&g_pool.lock);
+        pool_yield(job_posted, seen);
+        pthread_mutex_lock(&g_pool.lock);
     }
     pthread_mutex_unlock(&g_pool.lock);
     return NULL;
@@ -75,6 +118,7 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
     atomic_store_explicit(&g_pool.next, 0, memory_order_relaxed);
     g_pool.open = 1;
     g_pool.generation++;
+    atomic_store_explicit(&g_pool.posted, g_pool.generation, memory_order_release);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
 
@@ -82,6 +126,11 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
 
     pthread_mutex_lock(&g_pool.lock);
     g_pool.open = 0;
+    if (g_pool.active > 0) {
+        pthread_mutex_unlock(&g_pool.lock);
+        pool_yield(workers_left, 0);
+        pthread_mutex_lock(&g_pool.lock);
+    }
     /* Workers that joined finish the items they took; waiting is bounded by
      * their compute time (no communication happens inside a job). */
     while (g_pool.active > 0) pthread_cond_wait(&g_pool.idle, &g_pool.lock);

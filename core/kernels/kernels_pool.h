@@ -2,8 +2,10 @@
  * The kernels' worker threads: a parallel-for over a fixed list of work
  * items. Work is always cut the same way whatever the thread count (the
  * caller decides the items), so results never depend on how many threads
- * ran them. Idle workers sleep on a condition variable: several ranks share
- * few cores, and spinning would steal them.
+ * ran them. Idle workers check for the next job for a few tens of
+ * microseconds, yielding the core between checks, then sleep on a
+ * condition variable: a step's jobs come faster than a sleeping thread
+ * wakes, and several ranks share few cores, which spinning would steal.
  */
 #ifndef PLAIT_CORE_KERNELS_POOL_H
 #define PLAIT_CORE_KERNELS_POOL_H
