@@ -125,6 +125,10 @@ typedef struct plait_ckpt_writer plait_ckpt_writer;
  * If ckpt-<step> exists already (a crash, or the same step saved again), its
  * marker is removed first, so it is incomplete until this commit ends. */
 plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out);
+/* The same under a run's directory, which must exist: a run directory
+ * removed under a running job is never made again by its next checkpoint
+ * (PLAIT_ERR_SYSTEM naming it instead). */
+plait_status plait_ckpt_writer_begin_in_run(const char *out_dir, int64_t step, plait_ckpt_writer **out);
 /* Whether a save into the existing directory `dir` could put its files in
  * place: each is renamed over its name, and a rename cannot replace a
  * directory, so a directory by a file's name (model.safetensors,

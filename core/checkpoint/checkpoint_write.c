@@ -77,7 +77,15 @@ void plait_ckpt_writer_abort(plait_ckpt_writer *w) {
     writer_free(w);
 }
 
-plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out) {
+/* out_dir an existing directory: 0, or the error naming it */
+static plait_status out_dir_exists(const char *out_dir) {
+    struct stat sb;
+    if (stat(out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_SYSTEM, "the run directory %s is gone (%s): the checkpoint does not make it again",
+                           out_dir, errno == ENOENT ? "removed" : strerror(errno));
+}
+
+static plait_status begin(const char *out_dir, int64_t step, int make_out_dir, plait_ckpt_writer **out) {
     *out = NULL;
     if (step < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint step %lld is negative", (long long)step);
     plait_ckpt_writer *w = calloc(1, sizeof *w);
@@ -86,7 +94,7 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
     plait_ckpt_dir_path(w->dir, sizeof w->dir, out_dir, step);
     w->step = step;
     w->protect = -1;
-    plait_status st = mkdir_p(out_dir);
+    plait_status st = make_out_dir ? mkdir_p(out_dir) : out_dir_exists(out_dir);
     /* Nothing is written through a link out of the run directory. */
     if (st == PLAIT_OK && plait_out_is_link(w->dir))
         st = plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -113,6 +121,14 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
     }
     *out = w;
     return PLAIT_OK;
+}
+
+plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out) {
+    return begin(out_dir, step, 1, out);
+}
+
+plait_status plait_ckpt_writer_begin_in_run(const char *out_dir, int64_t step, plait_ckpt_writer **out) {
+    return begin(out_dir, step, 0, out);
 }
 
 plait_status plait_ckpt_check_replaceable(const char *dir) {

@@ -439,7 +439,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     /* the last save is waited for: the run ends with it */
     int async = sharded && plait_config_bool(run->cfg, "run", "ckpt_async") && run->step < run->steps;
     if (me == 0 && st == PLAIT_OK) {
-        st = plait_ckpt_writer_begin(out_dir, run->step, &ps->w);
+        st = plait_ckpt_writer_begin_in_run(out_dir, run->step, &ps->w);
         if (st == PLAIT_OK) plait_ckpt_writer_protect(ps->w, run->resumed_step);
         /* sharded: the tensors are in the ranks' shard files, named by index.json */
         if (st == PLAIT_OK && !sharded) st = plait_ckpt_declare_model(ps->w, spec, run->optim.ops->state_names);

@@ -203,6 +203,24 @@ static void save(const char *out, int64_t step) {
     if (plait_ckpt_commit(w, &s, 0, 0) != PLAIT_OK) fail_msg("%s", plait_last_error());
 }
 
+/* A run's checkpoint never makes its run directory again: removed, the
+ * save is refused naming it, and nothing is created; present, it saves. */
+static void test_begin_in_run(void **state) {
+    (void)state;
+    char out[PATH_MAX];
+    path_of(out, scratch, "in-run-gone");
+    plait_ckpt_writer *w = NULL;
+    assert_int_equal(plait_ckpt_writer_begin_in_run(out, 3, &w), PLAIT_ERR_SYSTEM);
+    assert_null(w);
+    assert_non_null(strstr(plait_last_error(), out));
+    assert_non_null(strstr(plait_last_error(), "gone"));
+    struct stat sb;
+    assert_int_not_equal(stat(out, &sb), 0);
+    assert_int_equal(mkdir(out, 0755), 0);
+    assert_int_equal(plait_ckpt_writer_begin_in_run(out, 3, &w), PLAIT_OK);
+    plait_ckpt_writer_abort(w);
+}
+
 static void test_prune(void **state) {
     (void)state;
     char out[PATH_MAX];
@@ -348,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_role),
+        cmocka_unit_test(test_begin_in_run),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_prune_keep_every),
         cmocka_unit_test(test_prune_refuses_foreign_entries),
