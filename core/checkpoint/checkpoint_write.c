@@ -80,9 +80,12 @@ void plait_ckpt_writer_abort(plait_ckpt_writer *w) {
 /* out_dir an existing directory: 0, or the error naming it */
 static plait_status out_dir_exists(const char *out_dir) {
     struct stat sb;
-    if (stat(out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return PLAIT_OK;
+    const char *why = stat(out_dir, &sb) != 0 ? (errno == ENOENT ? "removed" : strerror(errno))
+                      : !S_ISDIR(sb.st_mode)  ? "not a directory now"
+                                              : NULL;
+    if (!why) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_SYSTEM, "the run directory %s is gone (%s): the checkpoint does not make it again",
-                           out_dir, errno == ENOENT ? "removed" : strerror(errno));
+                           out_dir, why);
 }
 
 static plait_status begin(const char *out_dir, int64_t step, int make_out_dir, plait_ckpt_writer **out) {

@@ -13,8 +13,8 @@
  * plait_kernels_set_log (the core's log, or host->log in a plugin).
  *
  * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
- * use (the caller plus n-1 workers, idle ones yielding, then asleep). Matrix products run OpenBLAS
- * single-threaded on a partition of the output into tiles that depends only
+ * use (the caller plus n-1 workers, idle ones yielding, then asleep).
+ * Matrix products run OpenBLAS single-threaded on a partition of the output into tiles that depends only
  * on the shapes, never on n (plait_k_sgemm_tiles): OpenBLAS's own threading splits work by thread count
  * and its results then differ in the last bit between 1 and 2 threads
  * (measured with OpenBLAS 0.3.21), so plait does the threading itself.

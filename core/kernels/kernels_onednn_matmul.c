@@ -1,7 +1,8 @@
 /*
  * bf16 matrix products through oneDNN's matmul primitive (bf16 operands,
- * fp32 accumulation, fp32 output or bf16 rounded as stored): the native bf16 products of the CPU path
- * where the BLAS has no cblas_sbgemm (Debian's OpenBLAS 0.3.21 has none).
+ * fp32 accumulation, an fp32 output or a bf16 one rounded as it is
+ * stored): the native bf16 products of the CPU path where the BLAS has no
+ * cblas_sbgemm (Debian's OpenBLAS 0.3.21 has none).
  * oneDNN 2.6 exposes no bf16 GEMM function, only the primitive, whose
  * creation costs far more than a product of plait's tiles: so each math
  * thread keeps the primitives of the tile shapes it has run (a product's

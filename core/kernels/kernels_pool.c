@@ -18,19 +18,16 @@ static struct {
     pthread_t workers[POOL_MAX_THREADS];
     int n_workers;
     int quit;
-    uint64_t generation;
+    /* generation and active are written under the lock, and read without
+     * it by a thread that yields while it waits (pool_yield) */
+    atomic_uint_fast64_t generation;
     /* the current job */
     int open; /* workers may still join */
-    int active;
+    atomic_int active;
     plait_pool_fn fn;
     void *ctx;
     int64_t n_items;
     atomic_int_fast64_t next;
-    /* copies of generation and active, written under the lock with them,
-     * that a waiting thread reads without the lock while it yields
-     * (pool_yield) */
-    atomic_uint_fast64_t posted;
-    atomic_int working;
 } g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
             PTHREAD_MUTEX_INITIALIZER};
 
@@ -67,10 +64,10 @@ static void pool_yield(int (*done)(uint64_t), uint64_t arg) {
     }
 }
 
-static int job_posted(uint64_t seen) { return atomic_load_explicit(&g_pool.posted, memory_order_acquire) != seen; }
-static int workers_left(uint64_t unused) {
+static int job_posted(uint64_t seen) { return atomic_load(&g_pool.generation) != seen; }
+static int workers_done(uint64_t unused) {
     (void)unused;
-    return atomic_load_explicit(&g_pool.working, memory_order_acquire) == 0;
+    return atomic_load(&g_pool.active) == 0;
 }
 
 static void *worker_main(void *arg) {
@@ -82,15 +79,14 @@ static void *worker_main(void *arg) {
         if (g_pool.quit) break;
         seen = g_pool.generation;
         if (!g_pool.open) continue;
-        atomic_store_explicit(&g_pool.working, ++g_pool.active, memory_order_release);
+        g_pool.active++;
         plait_pool_fn fn = g_pool.fn;
         void *ctx = g_pool.ctx;
         int64_t n = g_pool.n_items;
         pthread_mutex_unlock(&g_pool.lock);
         run_items(fn, ctx, n);
         pthread_mutex_lock(&g_pool.lock);
-        atomic_store_explicit(&g_pool.working, --g_pool.active, memory_order_release);
-        if (g_pool.active == 0) pthread_cond_signal(&g_pool.idle);
+        if (--g_pool.active == 0) pthread_cond_signal(&g_pool.idle);
         if (g_pool.quit || g_pool.generation != seen) continue;
         pthread_mutex_unlock(&g_pool.lock);
         pool_yield(job_posted, seen);
@@ -118,7 +114,6 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
     atomic_store_explicit(&g_pool.next, 0, memory_order_relaxed);
     g_pool.open = 1;
     g_pool.generation++;
-    atomic_store_explicit(&g_pool.posted, g_pool.generation, memory_order_release);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
 
@@ -128,7 +123,7 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
     g_pool.open = 0;
     if (g_pool.active > 0) {
         pthread_mutex_unlock(&g_pool.lock);
-        pool_yield(workers_left, 0);
+        pool_yield(workers_done, 0);
         pthread_mutex_lock(&g_pool.lock);
     }
     /* Workers that joined finish the items they took; waiting is bounded by
