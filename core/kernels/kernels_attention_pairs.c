@@ -49,10 +49,11 @@ void plait_k_attention_pairs_forward(plait_k_rows_out out, float *lse, float *s,
     plait_k_dpbf16_pack_rows(vp, 2 * HS, v, kvld, T, HS);
     for (int64_t i0 = 0; i0 < T; i0 += TILE) {
         const int64_t i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
-        plait_k_dpbf16_gemm(rows, i1, H2, scale, q + i0 * qld, qld, 2, kt, 2 * T, 0.0f, s, T);
+        const plait_k_dp_causal to_row_cols = {PLAIT_K_DP_COLS_TO_ROW, i0}, to_row_k = {PLAIT_K_DP_K_TO_ROW, i0};
+        plait_k_dpbf16_gemm_causal(rows, i1, H2, scale, q + i0 * qld, qld, 2, kt, 2 * T, 0.0f, s, T, to_row_cols);
         plait_k_softmax_tile_lse(s, lse, i0, i1, T);
         plait_k_dpbf16_round_rows(pb, Tp, s, T, rows, i1);
-        plait_k_dpbf16_gemm(rows, HS, (i1 + 1) / 2, 1.0f, pb, Tp, 2, vp, 2 * HS, 0.0f, o, HS);
+        plait_k_dpbf16_gemm_causal(rows, HS, (i1 + 1) / 2, 1.0f, pb, Tp, 2, vp, 2 * HS, 0.0f, o, HS, to_row_k);
         put_rows(out, i0, o, HS, rows, HS);
     }
 }
@@ -91,11 +92,14 @@ void plait_k_attention_pairs_head(const plait_k_attention_pairs *u, plait_k_rows
     float *g = p + TILE * T;
     for (int64_t i0 = 0; i0 < T; i0 += TILE) {
         const int64_t i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0, r2 = (rows + 1) / 2;
-        plait_k_dpbf16_gemm(rows, i1, H2, scale, q + i0 * qld, qld, 2, u->kt, 2 * T, 0.0f, p, T);
-        plait_k_dpbf16_gemm(rows, i1, H2, 1.0f, dout + i0 * ldd, ldd, 2, u->vt, 2 * T, 0.0f, g, T);
+        const plait_k_dp_causal to_row_cols = {PLAIT_K_DP_COLS_TO_ROW, i0}, to_row_k = {PLAIT_K_DP_K_TO_ROW, i0},
+                                from_row_k = {PLAIT_K_DP_K_FROM_ROW, i0};
+        plait_k_dpbf16_gemm_causal(rows, i1, H2, scale, q + i0 * qld, qld, 2, u->kt, 2 * T, 0.0f, p, T, to_row_cols);
+        plait_k_dpbf16_gemm_causal(rows, i1, H2, 1.0f, dout + i0 * ldd, ldd, 2, u->vt, 2 * T, 0.0f, g, T, to_row_cols);
         plait_k_softmax_tile_grad(p, g, lse, i0, i1, T);
         plait_k_dpbf16_round_rows(u->dsb, Tp, g, T, rows, i1);
-        plait_k_dpbf16_gemm(rows, HS, (i1 + 1) / 2, scale, u->dsb, Tp, 2, u->kp, 2 * HS, 0.0f, u->dqt, HS);
+        plait_k_dpbf16_gemm_causal(rows, HS, (i1 + 1) / 2, scale, u->dsb, Tp, 2, u->kp, 2 * HS, 0.0f, u->dqt, HS,
+                                   to_row_k);
         put_rows(dq, i0, u->dqt, HS, rows, HS);
         plait_k_dpbf16_pack_rows_rounded(u->pp, 2 * Tp, p, T, rows, i1);
         plait_k_dpbf16_pack_rows_rounded(u->dsp, 2 * Tp, g, T, rows, i1);
@@ -103,8 +107,8 @@ void plait_k_attention_pairs_head(const plait_k_attention_pairs *u, plait_k_rows
         plait_k_dpbf16_pack_rows(u->qp, 2 * HS, q + i0 * qld, qld, rows, HS);
         /* key n's pair kk of pᵀ (and of d(scores)ᵀ) is queries 2kk and
          * 2kk+1 of column n */
-        plait_k_dpbf16_gemm(i1, HS, r2, 1.0f, u->pp, 2, 2 * Tp, u->dop, 2 * HS, 1.0f, u->dv, HS);
-        plait_k_dpbf16_gemm(i1, HS, r2, scale, u->dsp, 2, 2 * Tp, u->qp, 2 * HS, 1.0f, u->dk, HS);
+        plait_k_dpbf16_gemm_causal(i1, HS, r2, 1.0f, u->pp, 2, 2 * Tp, u->dop, 2 * HS, 1.0f, u->dv, HS, from_row_k);
+        plait_k_dpbf16_gemm_causal(i1, HS, r2, scale, u->dsp, 2, 2 * Tp, u->qp, 2 * HS, 1.0f, u->dk, HS, from_row_k);
     }
 }
 

@@ -84,24 +84,53 @@ block_native(const int R, int64_t K2, float alpha, const uint16_t *A, int64_t a_
     }
 }
 
+/* The pairs [kk0, kk1) a block of R rows from row m needs, and whether it
+ * needs its columns from n0 (the causal bounds of plait_k_dpbf16_gemm_causal:
+ * the rows' last is row m + R - 1, their first row m) */
+static inline int causal_block(plait_k_dp_causal c, int64_t m, int R, int64_t n0, int64_t K2, int64_t *kk0,
+                               int64_t *kk1) {
+    *kk0 = 0;
+    *kk1 = K2;
+    switch (c.mode) {
+        case PLAIT_K_DP_COLS_TO_ROW:
+            return n0 <= c.off + m + R - 1;
+        case PLAIT_K_DP_K_TO_ROW: {
+            const int64_t last = (c.off + m + R - 1) / 2 + 1;
+            if (last < *kk1) *kk1 = last;
+            return 1;
+        }
+        case PLAIT_K_DP_K_FROM_ROW:
+            if (m - c.off > 0) *kk0 = (m - c.off) / 2 < K2 ? (m - c.off) / 2 : K2;
+            return 1;
+        default:
+            return 1;
+    }
+}
+
 DP_TARGET static void gemm_native(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs,
-                                  int64_t a_ps, const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc) {
+                                  int64_t a_ps, const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc,
+                                  plait_k_dp_causal cz) {
     for (int64_t n0 = 0; n0 < N; n0 += 32) {
         const int64_t nb = N - n0 < 32 ? N - n0 : 32;
         const __mmask16 k0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
         const __mmask16 k1 = nb >= 32 ? 0xffff : nb > 16 ? (__mmask16)((1u << (nb - 16)) - 1) : 0;
         const uint16_t *b = Bp + 2 * n0;
-        int64_t m = 0;
+        int64_t m = 0, kk0, kk1;
         for (; m + 8 <= M; m += 8)
-            block_native(8, K2, alpha, A + m * a_rs, a_rs, a_ps, b, ldp, k0, k1, beta, C + m * ldc + n0, ldc);
+            if (causal_block(cz, m, 8, n0, K2, &kk0, &kk1))
+                block_native(8, kk1 - kk0, alpha, A + m * a_rs + kk0 * a_ps, a_rs, a_ps, b + kk0 * ldp, ldp, k0, k1,
+                             beta, C + m * ldc + n0, ldc);
         /* the rows left, in blocks of 4, 2 and 1 */
         for (int R = 4; R >= 1; R /= 2) {
             if (M - m < R) continue;
-            const uint16_t *a = A + m * a_rs;
-            float *c = C + m * ldc + n0;
-            if (R == 4) block_native(4, K2, alpha, a, a_rs, a_ps, b, ldp, k0, k1, beta, c, ldc);
-            else if (R == 2) block_native(2, K2, alpha, a, a_rs, a_ps, b, ldp, k0, k1, beta, c, ldc);
-            else block_native(1, K2, alpha, a, a_rs, a_ps, b, ldp, k0, k1, beta, c, ldc);
+            if (causal_block(cz, m, R, n0, K2, &kk0, &kk1)) {
+                const uint16_t *a = A + m * a_rs + kk0 * a_ps, *bk = b + kk0 * ldp;
+                float *c = C + m * ldc + n0;
+                const int64_t kn = kk1 - kk0;
+                if (R == 4) block_native(4, kn, alpha, a, a_rs, a_ps, bk, ldp, k0, k1, beta, c, ldc);
+                else if (R == 2) block_native(2, kn, alpha, a, a_rs, a_ps, bk, ldp, k0, k1, beta, c, ldc);
+                else block_native(1, kn, alpha, a, a_rs, a_ps, bk, ldp, k0, k1, beta, c, ldc);
+            }
             m += R;
         }
     }
@@ -119,16 +148,23 @@ int plait_k_dpbf16_native(void) {
 #endif
 }
 
-void plait_k_dpbf16_gemm(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs, int64_t a_ps,
-                         const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc) {
+void plait_k_dpbf16_gemm_causal(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs,
+                                int64_t a_ps, const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc,
+                                plait_k_dp_causal causal) {
     if (M <= 0 || N <= 0) return;
 #ifdef DP_X86
     if (plait_k_dpbf16_native()) {
-        gemm_native(M, N, K2, alpha, A, a_rs, a_ps, Bp, ldp, beta, C, ldc);
+        gemm_native(M, N, K2, alpha, A, a_rs, a_ps, Bp, ldp, beta, C, ldc, causal);
         return;
     }
 #endif
     gemm_portable(M, N, K2, alpha, A, a_rs, a_ps, Bp, ldp, beta, C, ldc);
+}
+
+void plait_k_dpbf16_gemm(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs, int64_t a_ps,
+                         const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc) {
+    plait_k_dpbf16_gemm_causal(M, N, K2, alpha, A, a_rs, a_ps, Bp, ldp, beta, C, ldc,
+                               (plait_k_dp_causal){PLAIT_K_DP_ALL, 0});
 }
 
 /* ---- packing -------------------------------------------------------------- */

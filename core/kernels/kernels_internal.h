@@ -149,6 +149,11 @@ float *plait_k_scratch_or_die(int slot, size_t n, const char *kernel);
  * quiet); on the calling thread. */
 void plait_k_widen(float *dst, const uint16_t *src, int64_t n);
 void plait_k_narrow(uint16_t *dst, const float *src, int64_t n);
+/* Whether plait_k_narrow rounds on the CPU's instruction (AVX512_BF16's
+ * vcvtneps2bf16, 16 values at once) rather than a loop of integer
+ * operations: a kernel then leaves its float32 results for it to round
+ * instead of rounding them in its own loop. The same bits either way. */
+int plait_k_narrow_native(void);
 /* rows x cols of a bf16 matrix (row stride ld) widened into a float one
  * (row stride dld), and the reverse (float rows sld apart) */
 void plait_k_widen_rows(float *dst, int64_t dld, const uint16_t *src, int64_t ld, int64_t rows, int64_t cols);
@@ -266,6 +271,24 @@ void plait_k_softmax_tile_grad(float *p, float *g, const float *lse, int64_t i0,
 int plait_k_dpbf16_native(void);
 void plait_k_dpbf16_gemm(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs, int64_t a_ps,
                          const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc);
+/* The same product where a causal tile leaves terms or entries out: the
+ * native loop skips them, the portable one computes them. Row r of C is
+ * row r of A; `off` places it in the sequence. COLS_TO_ROW: entries (r, n)
+ * with n > off + r are not wanted (left unwritten, whole 32-column panels
+ * past a register block's last row; the scores before the softmax masks
+ * them). K_TO_ROW: A's terms k > off + r are zero (probabilities or
+ * d(scores) past the diagonal, whole pairs past a block's last row).
+ * K_FROM_ROW: A's terms k < r − off are zero (their transposes: key r
+ * gets nothing from queries before it, whole pairs before a block's first
+ * row). Terms left out are exact zeros times finite values, and a float32
+ * sum started at +0 is the same with or without them: the same bits. */
+typedef struct plait_k_dp_causal {
+    enum { PLAIT_K_DP_ALL, PLAIT_K_DP_COLS_TO_ROW, PLAIT_K_DP_K_TO_ROW, PLAIT_K_DP_K_FROM_ROW } mode;
+    int64_t off;
+} plait_k_dp_causal;
+void plait_k_dpbf16_gemm_causal(int64_t M, int64_t N, int64_t K2, float alpha, const uint16_t *A, int64_t a_rs,
+                                int64_t a_ps, const uint16_t *Bp, int64_t ldp, float beta, float *C, int64_t ldc,
+                                plait_k_dp_causal causal);
 void plait_k_dpbf16_pack_rows(uint16_t *Bp, int64_t ldp, const uint16_t *B, int64_t ldb, int64_t K, int64_t N);
 void plait_k_dpbf16_pack_rows_rounded(uint16_t *Bp, int64_t ldp, const float *B, int64_t ldb, int64_t K, int64_t N);
 void plait_k_dpbf16_pack_cols(uint16_t *Bp, int64_t ldp, const uint16_t *Bt, int64_t ldbt, int64_t K, int64_t N);

@@ -7,6 +7,8 @@
  *   partial register blocks, an odd K (the packers' zero pad), A read by
  *   rows and by packed columns, alpha, and beta 1 adding to C; the
  *   portable loop always, AVX512_BF16's vdpbf16ps where this CPU has it;
+ * - its causal forms against the full product, bit for bit, on the
+ *   entries they keep;
  * - the bf16-activation attention entries, forward and backward, plain and
  *   grouped-query, against the float32 entries of an fp32 run on the
  *   widened inputs: out, lse and dqkv within bf16's 2e-2 normwise (the
@@ -96,6 +98,56 @@ static void check_gemms(const char *mode) {
                            (int)(j % 2));
 }
 
+/* The causal forms against the full product on the same operands, bit for
+ * bit: COLS_TO_ROW on the entries it keeps (the native loop leaves a
+ * panel past the diagonal unwritten), K_TO_ROW and K_FROM_ROW everywhere
+ * with A's terms past (before) the diagonal zero, A by rows and packed,
+ * rows in partial register blocks, odd K, the diagonal moved by off. */
+static void check_causal_one(const char *mode, int cm, int64_t M, int64_t N, int64_t K, int64_t off, int beta) {
+    const int64_t K2 = (K + 1) / 2, Kp = 2 * K2;
+    uint16_t *a = malloc(sizeof *a * (size_t)(M * K)), *B = malloc(sizeof *B * (size_t)(K * N));
+    uint16_t *A = calloc((size_t)(M * Kp), sizeof *A), *At = malloc(sizeof *At * (size_t)(K * M));
+    uint16_t *Bp = malloc(sizeof *Bp * (size_t)(K2 * 2 * N)), *Ap = malloc(sizeof *Ap * (size_t)(K2 * 2 * M));
+    float *full = malloc(sizeof *full * (size_t)(M * N)), *part = malloc(sizeof *part * (size_t)(M * N));
+    rand_bf16(a, M * K, (uint32_t)(M * 7 + K + off));
+    rand_bf16(B, K * N, (uint32_t)(N * 5 + K));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            int zero = (cm == PLAIT_K_DP_K_TO_ROW && k > off + m) || (cm == PLAIT_K_DP_K_FROM_ROW && k < m - off);
+            A[m * Kp + k] = At[k * M + m] = zero ? 0 : a[m * K + k];
+        }
+    plait_k_dpbf16_pack_rows(Bp, 2 * N, B, N, K, N);
+    plait_k_dpbf16_pack_rows(Ap, 2 * M, At, M, K, M);
+    const int packed = cm == PLAIT_K_DP_K_FROM_ROW; /* as the backward's dk and dv read it */
+    const uint16_t *Aa = packed ? Ap : A;
+    const int64_t a_rs = packed ? 2 : Kp, a_ps = packed ? 2 * M : 2;
+    fill(full, M * N, 7);
+    memcpy(part, full, sizeof *part * (size_t)(M * N));
+    const float sentinel = part[N - 1];
+    plait_k_dpbf16_gemm(M, N, K2, 0.5f, Aa, a_rs, a_ps, Bp, 2 * N, beta ? 1.0f : 0.0f, full, N);
+    plait_k_dpbf16_gemm_causal(M, N, K2, 0.5f, Aa, a_rs, a_ps, Bp, 2 * N, beta ? 1.0f : 0.0f, part, N,
+                               (plait_k_dp_causal){cm, off});
+    int64_t bad = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            if ((cm != PLAIT_K_DP_COLS_TO_ROW || n <= off + m) && memcmp(&full[m * N + n], &part[m * N + n], 4)) bad++;
+    CHECK(bad == 0, "%s: causal mode %d %lldx%lldx%lld off %lld beta %d: %lld entries differ from the full product",
+          mode, cm, (long long)M, (long long)N, (long long)K, (long long)off, beta, (long long)bad);
+    if (plait_k_dpbf16_native() && cm == PLAIT_K_DP_COLS_TO_ROW && off + 7 < N - 32)
+        CHECK(memcmp(&part[N - 1], &sentinel, 4) == 0, "%s: a panel past the diagonal was written", mode);
+    free(a), free(B), free(A), free(At), free(Bp), free(Ap), free(full), free(part);
+}
+
+static void check_causal(const char *mode) {
+    static const int64_t Ms[] = {5, 8, 13, 64}, Ns[] = {33, 70}, Ks[] = {7, 64}, offs[] = {0, 3, 64};
+    for (int cm = PLAIT_K_DP_COLS_TO_ROW; cm <= PLAIT_K_DP_K_FROM_ROW; cm++)
+        for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+            for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+                for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
+                    for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
+                        check_causal_one(mode, cm, Ms[i], Ns[j], Ks[k], offs[o], (int)((i + o) % 2));
+}
+
 /* ---- the attention --------------------------------------------------------- */
 static double normwise(const float *x, const float *ref, size_t n) {
     double d = 0, r = 0;
@@ -171,6 +223,7 @@ int main(void) {
     CHECK(plait_kernels_set_precision(PLAIT_KERNELS_BF16_EMULATED) == 0, "emulated precision");
     CHECK(!plait_k_dpbf16_native(), "an emulated run must not take the instructions");
     check_gemms("portable");
+    check_causal("portable");
     check_attentions("emulated", PLAIT_KERNELS_BF16_EMULATED);
     char what[160], why[768];
     if (plait_kernels_bf16_native(what, sizeof what, why, sizeof why) != 0) {
@@ -179,6 +232,7 @@ int main(void) {
         printf("native half not run: this CPU has no AVX512_BF16 (its bf16 products: %s)\n", what);
     } else {
         check_gemms("AVX512_BF16");
+        check_causal("AVX512_BF16");
         check_attentions("native", PLAIT_KERNELS_BF16);
     }
     plait_kernels_set_precision(PLAIT_KERNELS_FP32);

@@ -1,7 +1,8 @@
 /*
  * The CPU layer: which OpenBLAS kernels plait picks for which features
  * (pure: any machine tests every case), the testing switch that hides
- * features, the feature list, the start-up line, and bf16 rounding and the
+ * features, the feature list, the start-up line, bf16 rounding (one value
+ * and whole tensors, on the CPU's instruction where it has one) and the
  * emulated bf16 product against a double-precision reference on rounded
  * operands.
  */
@@ -117,6 +118,66 @@ static void test_bf16_round(void **state) {
     }
 }
 
+/* The rule of test_bf16_round on a float's bits: the bf16 bits wanted */
+static uint16_t narrow_rule(uint32_t u) {
+    if ((u & 0x7f800000u) == 0x7f800000u) return (uint16_t)(((u & 0x7fffffu) ? u | 0x00400000u : u) >> 16);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The whole-tensor rounding (16 values an instruction where the CPU has
+ * AVX512_BF16, which reads subnormals as zero and quiets NaNs by its own
+ * rule) gives the rule's bits for every value: subnormals, NaNs with
+ * payloads, infinities, ties and overflow placed alone or among normal
+ * values in a group of 16, at every length and offset up to past two
+ * groups, and a spread of bit patterns in bulk. */
+static void test_bf16_narrow_spans(void **state) {
+    (void)state;
+    static const uint32_t odd[] = {0x00000001u, 0x807fffffu, 0x00400000u, 0x0000ffffu, 0x00008000u, 0x00018000u,
+                                   0x7fc00000u, 0xffc00001u, 0x7f800001u, 0xff810000u, 0x7fbfffffu, 0x7f800000u,
+                                   0xff800000u, 0x7f7fffffu, 0x3f808000u, 0x3f818000u, 0x00800000u, 0x80000000u};
+    const int nodd = (int)(sizeof odd / sizeof odd[0]);
+    enum { LEN = 48 };
+    float src[LEN + 8];
+    plait_bf16 dst[LEN + 8];
+    for (int len = 1; len <= LEN; len++)
+        for (int off = 0; off < 3; off++)
+            for (int which = -1; which < nodd; which++) {
+                for (int i = 0; i < LEN + 8; i++) {
+                    uint32_t u = 0x3f800000u + (uint32_t)i * 0x9e3779u % 0x00ffffffu; /* normal values */
+                    if (which >= 0 && i % 7 == len % 7) u = odd[which];
+                    memcpy(&src[i], &u, sizeof u);
+                    dst[i] = 0xabcd;
+                }
+                plait_k_to_bf16(dst + off, src + off, (size_t)len);
+                for (int i = 0; i < LEN + 8; i++) {
+                    uint32_t u;
+                    memcpy(&u, &src[i], sizeof u);
+                    uint16_t want = i >= off && i < off + len ? narrow_rule(u) : 0xabcd;
+                    if (dst[i] != want)
+                        fail_msg("length %d at %d: value %d (0x%08x) became 0x%04x, expected 0x%04x", len, off, i, u,
+                                 dst[i], want);
+                }
+            }
+    enum { BULK = 1 << 16 };
+    float *big = malloc(sizeof(float) * BULK);
+    plait_bf16 *out = malloc(sizeof(plait_bf16) * BULK);
+    assert_true(big && out);
+    for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)BULK * 4099) {
+        for (int i = 0; i < BULK; i++) {
+            uint32_t u = (uint32_t)(base + (uint64_t)i * 4099);
+            memcpy(&big[i], &u, sizeof u);
+        }
+        plait_k_to_bf16(out, big, BULK);
+        for (int i = 0; i < BULK; i++) {
+            uint32_t u;
+            memcpy(&u, &big[i], sizeof u);
+            if (out[i] != narrow_rule(u)) fail_msg("0x%08x became 0x%04x, expected 0x%04x", u, out[i], narrow_rule(u));
+        }
+    }
+    free(big);
+    free(out);
+}
+
 /* The emulated bf16 product equals a double-precision product of the
  * rounded operands to fp32 accuracy, and differs from the fp32 product. */
 static void test_bf16_gemm(void **state) {
@@ -157,8 +218,9 @@ static void test_bf16_gemm(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pick_core), cmocka_unit_test(test_hide), cmocka_unit_test(test_detect_and_line),
-        cmocka_unit_test(test_bf16_round), cmocka_unit_test(test_bf16_gemm),
+        cmocka_unit_test(test_pick_core),         cmocka_unit_test(test_hide),
+        cmocka_unit_test(test_detect_and_line),   cmocka_unit_test(test_bf16_round),
+        cmocka_unit_test(test_bf16_narrow_spans), cmocka_unit_test(test_bf16_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,6 +172,78 @@ static void test_sumsq_value_rounding(void **state) {
     }
 }
 
+/* The exact sum of squares on long tensors (its bins summed along four
+ * chains, folded into 128 bits a block at a time) gives the bins of a
+ * plain 128-bit sum element by element: runs of one exponent at the
+ * largest mantissa (carries out of 64 bits), zeros, subnormals, NaNs and
+ * infinities among random values, at 1 and 3 threads, and at lengths
+ * that end inside a set of four. */
+static void test_sumsq_long(void **state) {
+    (void)state;
+    const size_t n = 600003;
+    float *v = malloc(n * sizeof *v);
+    assert_non_null(v);
+    uint64_t r = 2463534242ull;
+    for (size_t i = 0; i < n; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        uint32_t bits = (uint32_t)r;
+        if (i % 5 != 0) bits = 0x3fffffffu | (uint32_t)(r & 0x80000000u); /* one exponent, mantissa all ones */
+        if (i % 97 == 0) bits = (uint32_t)r & 0x807fffffu;                /* subnormal or zero */
+        if (i % 101 == 0) bits = 0;
+        if (i % 100003 == 0) bits = 0x7f800000u | (uint32_t)(r & 0x7fffffu); /* infinity or NaN */
+        memcpy(&v[i], &bits, sizeof bits);
+    }
+    int carried = 0;
+    for (size_t len = n - 3; len <= n; len++) {
+        unsigned __int128 want[PLAIT_SUMSQ_BINS] = {0};
+        uint64_t nonfinite = 0;
+        for (size_t i = 0; i < len; i++) {
+            uint32_t bits;
+            memcpy(&bits, &v[i], sizeof bits);
+            uint32_t e = bits >> 23 & 0xffu;
+            uint64_t mant = bits & 0x7fffffu;
+            if (e == 0xffu) {
+                nonfinite++;
+                continue;
+            }
+            if (e) mant |= 1u << 23;
+            want[e ? e : 1] += (unsigned __int128)(mant * mant);
+        }
+        for (int e = 0; e < PLAIT_SUMSQ_BINS; e++) carried |= (want[e] >> 64) != 0;
+        for (int t = 1; t <= 3; t += 2) {
+            plait_kernels_set_threads(t);
+            plait_sumsq_acc acc;
+            memset(&acc, 0, sizeof acc);
+            plait_k_sumsq_exact(&acc, v, len);
+            assert_true(acc.nonfinite == nonfinite);
+            for (int e = 0; e < PLAIT_SUMSQ_BINS; e++)
+                if (acc.bin[e][0] != (uint64_t)want[e] || acc.bin[e][1] != (uint64_t)(want[e] >> 64))
+                    fail_msg("length %zu, %d threads: bin %d differs", len, t, e);
+        }
+    }
+    plait_kernels_set_threads(1);
+    assert_true(carried); /* the test reached past 64 bits */
+    /* a short tensor into an accumulator already near 2^64 in a bin (the
+     * norm's accumulator runs over every tensor): the carry of the fold */
+    const size_t short_n = 2000;
+    plait_sumsq_acc acc;
+    memset(&acc, 0, sizeof acc);
+    const uint32_t e = 0x3fffffffu >> 23 & 0xffu;
+    acc.bin[e][0] = ~0ull - 5;
+    acc.bin[e][1] = 7;
+    unsigned __int128 want = ((unsigned __int128)7 << 64) + (~0ull - 5);
+    for (size_t i = 0; i < short_n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        if ((bits >> 23 & 0xffu) == e)
+            want += (uint64_t)((bits & 0x7fffffu) | 1u << 23) * ((bits & 0x7fffffu) | 1u << 23);
+    }
+    plait_k_sumsq_exact(&acc, v, short_n);
+    assert_true(acc.bin[e][0] == (uint64_t)want && acc.bin[e][1] == (uint64_t)(want >> 64));
+    assert_true(acc.bin[e][1] == 8);
+    free(v);
+}
+
 /* The optimizer's vector kernels: same bits with 1, 2, 3 and 8 threads over
  * several element blocks (with a ragged last one). */
 static void test_vector_threads(void **state) {
@@ -727,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_sgemm_tiles),
         cmocka_unit_test(test_vector_threads),
         cmocka_unit_test(test_sumsq_value_rounding),
+        cmocka_unit_test(test_sumsq_long),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention_small),
