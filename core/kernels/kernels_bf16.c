@@ -38,10 +38,8 @@
 #include "kernels/kernels_pool.h"
 #include "kernels/simd_clones.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
+#ifdef PLAIT_K_NARROW16_TARGET
 #define NARROW_X86 1
-#define NARROW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #endif
 
 static int g_precision = PLAIT_KERNELS_FP32;
@@ -264,34 +262,13 @@ PLAIT_SIMD_CLONES static void narrow_portable(uint16_t *restrict dst, const floa
 }
 
 #ifdef NARROW_X86
-/* vcvtneps2bf16 rounds to nearest even as plait_k_narrow_bf16 does, in one
- * instruction for 16 values where the loop above takes ten, but it reads a
- * subnormal as zero and quiets a NaN by its own rule: 16 values holding
- * either (found by two compares on their bits) take the loop instead, so
- * the result is plait_k_narrow_bf16's for every input. */
-NARROW_TARGET static inline __attribute__((always_inline)) void narrow16(uint16_t *dst, const float *src, __mmask16 k) {
-    const __m512i u = _mm512_maskz_loadu_epi32(k, src);
-    const __m512i mag = _mm512_and_epi32(u, _mm512_set1_epi32(0x7fffffff));
-    /* subnormal: 1 <= mag <= 0x007fffff, i.e. mag - 1 below 0x007fffff
-     * unsigned (0 wraps above it); NaN: mag above 0x7f800000 */
-    const __mmask16 odd = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
-                                                  _mm512_set1_epi32(0x007fffff)) |
-                          _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
-    if (__builtin_expect((odd & k) != 0, 0)) {
-        for (int i = 0; i < 16; i++)
-            if (k >> i & 1) dst[i] = plait_k_narrow_bf16(src[i]);
-        return;
-    }
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
-    __m256i bits;
-    memcpy(&bits, &h, sizeof bits);
-    _mm256_mask_storeu_epi16(dst, k, bits);
-}
-
-NARROW_TARGET static void narrow_native(uint16_t *dst, const float *src, int64_t n) {
+PLAIT_K_NARROW16_TARGET static void narrow_native(uint16_t *dst, const float *src, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) narrow16(dst + i, src + i, 0xffff);
-    if (i < n) narrow16(dst + i, src + i, (__mmask16)((1u << (n - i)) - 1));
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(void *)(dst + i), plait_k_narrow16(src + i, 0xffff));
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, k, plait_k_narrow16(src + i, k));
+    }
 }
 #endif
 

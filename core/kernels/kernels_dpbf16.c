@@ -187,7 +187,31 @@ void plait_k_dpbf16_pack_rows(uint16_t *Bp, int64_t ldp, const uint16_t *B, int6
     }
 }
 
+#ifdef DP_X86
+/* Two rows rounded in registers and interleaved as they are stored: a
+ * value of row k in a pair's low half, of row k+1 in its high half */
+PLAIT_K_NARROW16_TARGET static void pack_rows_rounded_native(uint16_t *Bp, int64_t ldp, const float *B, int64_t ldb,
+                                                             int64_t K, int64_t N) {
+    for (int64_t k = 0; k < K; k += 2) {
+        const float *r0 = B + k * ldb, *r1 = k + 1 < K ? r0 + ldb : NULL;
+        uint16_t *d = Bp + (k / 2) * ldp;
+        for (int64_t n = 0; n < N; n += 16) {
+            const __mmask16 m = N - n >= 16 ? 0xffff : (__mmask16)((1u << (N - n)) - 1);
+            const __m512i lo = _mm512_cvtepu16_epi32(plait_k_narrow16(r0 + n, m));
+            const __m512i hi = r1 ? _mm512_cvtepu16_epi32(plait_k_narrow16(r1 + n, m)) : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(d + 2 * n, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+}
+#endif
+
 void plait_k_dpbf16_pack_rows_rounded(uint16_t *Bp, int64_t ldp, const float *B, int64_t ldb, int64_t K, int64_t N) {
+#ifdef DP_X86
+    if (plait_k_narrow_native()) {
+        pack_rows_rounded_native(Bp, ldp, B, ldb, K, N);
+        return;
+    }
+#endif
     uint16_t r0[PLAIT_K_STACK_FLOATS], r1[PLAIT_K_STACK_FLOATS];
     for (int64_t n0 = 0; n0 < N; n0 += PLAIT_K_STACK_FLOATS) {
         const int64_t nb = N - n0 < PLAIT_K_STACK_FLOATS ? N - n0 : PLAIT_K_STACK_FLOATS;

@@ -31,6 +31,38 @@ static inline uint16_t plait_k_narrow_bf16(float x) {
     return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded) >> 16);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define PLAIT_K_NARROW16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+/* The 16 floats of mask k at src (the others read as zero) rounded as
+ * plait_k_narrow_bf16 rounds them, their bits in the lanes of the result,
+ * for a CPU with AVX512_BF16 (plait_k_narrow_native): vcvtneps2bf16
+ * rounds to nearest even in one instruction, but reads a subnormal as
+ * zero and quiets a NaN by its own rule, so 16 values holding either
+ * (two compares on their bits) take plait_k_narrow_bf16 one by one. */
+PLAIT_K_NARROW16_TARGET static inline __attribute__((always_inline)) __m256i plait_k_narrow16(const float *src,
+                                                                                              __mmask16 k) {
+    const __m512i u = _mm512_maskz_loadu_epi32(k, src);
+    const __m512i mag = _mm512_and_epi32(u, _mm512_set1_epi32(0x7fffffff));
+    /* subnormal: 1 <= mag <= 0x007fffff, i.e. mag - 1 below 0x007fffff
+     * unsigned (0 wraps above it); NaN: mag above 0x7f800000 */
+    const __mmask16 odd = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
+                                                  _mm512_set1_epi32(0x007fffff)) |
+                          _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+    __m256i bits;
+    if (__builtin_expect((odd & k) != 0, 0)) {
+        uint16_t h[16] = {0};
+        for (int i = 0; i < 16; i++)
+            if (k >> i & 1) h[i] = plait_k_narrow_bf16(src[i]);
+        memcpy(&bits, h, sizeof bits);
+        return bits;
+    }
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
+    memcpy(&bits, &h, sizeof bits);
+    return bits;
+}
+#endif
+
 /* What this CPU can run (kernels_cpuid.c): AVX512_BF16 with AVX-512 F, BW
  * and VL, AMX_BF16, each with its registers' state saved by the OS; an
  * Intel CPU (cpuid's vendor). 0 on other architectures. Thread-safe. */

@@ -8,7 +8,8 @@
  *   rows and by packed columns, alpha, and beta 1 adding to C; the
  *   portable loop always, AVX512_BF16's vdpbf16ps where this CPU has it;
  * - its causal forms against the full product, bit for bit, on the
- *   entries they keep;
+ *   entries they keep; the rounding packer against the rounding rule on
+ *   every special value;
  * - the bf16-activation attention entries, forward and backward, plain and
  *   grouped-query, against the float32 entries of an fp32 run on the
  *   widened inputs: out, lse and dqkv within bf16's 2e-2 normwise (the
@@ -96,6 +97,43 @@ static void check_gemms(const char *mode) {
             for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
                 check_gemm(mode, Ms[i], Ns[j], Ks[k], (i + j + k) % 2 ? 0.125f : 1.0f, (int)((i + k) % 2),
                            (int)(j % 2));
+}
+
+/* The rounding packer against the rule value by value: every special
+ * value (subnormals, NaNs, infinities, ties) among normal ones, an odd
+ * last row padded with zeros, partial groups of 16 columns, and nothing
+ * written past a pair-row's 2N values */
+static uint16_t narrow_rule(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (uint16_t)(((u & 0x7fffffu) ? u | 0x00400000u : u) >> 16);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static void check_pack_rounded(const char *mode) {
+    static const uint32_t odd[] = {0x00000001u, 0x807fffffu, 0x7fc00000u, 0xff800001u, 0x7f800000u,
+                                   0x7f7fffffu, 0x3f808000u, 0x00008000u, 0x80000000u};
+    static const int64_t Ks[] = {1, 2, 5, 8}, Ns[] = {1, 15, 16, 17, 40};
+    for (size_t a = 0; a < sizeof Ks / sizeof *Ks; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++) {
+            const int64_t K = Ks[a], N = Ns[b], ldb = N + 3, ldp = 2 * N + 5, K2 = (K + 1) / 2;
+            float *B = malloc(sizeof *B * (size_t)(K * ldb));
+            uint16_t *Bp = malloc(sizeof *Bp * (size_t)(K2 * ldp));
+            fill(B, K * ldb, (uint32_t)(K * 31 + N));
+            for (int64_t i = 0; i < K * ldb; i += 5) memcpy(&B[i], &odd[(size_t)(i / 5) % 9], sizeof B[i]);
+            for (int64_t i = 0; i < K2 * ldp; i++) Bp[i] = 0xabcd;
+            plait_k_dpbf16_pack_rows_rounded(Bp, ldp, B, ldb, K, N);
+            int64_t bad = 0;
+            for (int64_t kk = 0; kk < K2; kk++)
+                for (int64_t j = 0; j < ldp; j++) {
+                    const int64_t n = j / 2, k = 2 * kk + j % 2;
+                    const uint16_t want = j >= 2 * N ? 0xabcd : k < K ? narrow_rule(B[k * ldb + n]) : 0;
+                    bad += Bp[kk * ldp + j] != want;
+                }
+            CHECK(bad == 0, "%s: pack_rows_rounded %lldx%lld: %lld values differ from the rule", mode, (long long)K,
+                  (long long)N, (long long)bad);
+            free(B), free(Bp);
+        }
 }
 
 /* The causal forms against the full product on the same operands, bit for
@@ -224,6 +262,7 @@ int main(void) {
     CHECK(!plait_k_dpbf16_native(), "an emulated run must not take the instructions");
     check_gemms("portable");
     check_causal("portable");
+    check_pack_rounded("portable");
     check_attentions("emulated", PLAIT_KERNELS_BF16_EMULATED);
     char what[160], why[768];
     if (plait_kernels_bf16_native(what, sizeof what, why, sizeof why) != 0) {
@@ -233,6 +272,7 @@ int main(void) {
     } else {
         check_gemms("AVX512_BF16");
         check_causal("AVX512_BF16");
+        check_pack_rounded("AVX512_BF16");
         check_attentions("native", PLAIT_KERNELS_BF16);
     }
     plait_kernels_set_precision(PLAIT_KERNELS_FP32);
