@@ -205,6 +205,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     b->sp = b->tp > 1 && plait_cost_config_sp(cfg);
     a->axes.global_batch = batch.global_batch;
     a->axes.offload_params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
+    a->axes.recompute_offload = plait_cost_config_recompute_offload(cfg);
     /* the comm plugins that reduce hierarchically across nodes: nccl, and
      * the core's collectives unless an algorithm is forced (coll/coll_hier.c) */
     const char *algo = plait_config_str(cfg, "comm", "algorithm");

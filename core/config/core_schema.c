@@ -22,6 +22,7 @@ static const char *const bind_choices[] = {"auto", "none", "cores", "numa", NULL
 static const char *const ckpt_format_choices[] = {"gathered", "sharded", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const recompute_offload_choices[] = {"none", "host", NULL};
 static const char *const rope_scaling_choices[] = {"none", "llama3", NULL};
 static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
@@ -203,6 +204,10 @@ static const plait_key_decl model_keys[] = {
     KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
         "activation checkpointing: none (keep every activation), selective (recompute the attention "
         "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),
+    KEY("recompute_offload", E, "none", 1, 0, recompute_offload_choices, SAME,
+        "recompute = full: where the blocks' kept inputs wait for the backward: none (device memory) or host "
+        "(pinned host memory, copied out after each layer's forward and back before its backward, as "
+        "DeepSpeed's cpu_checkpointing; docs/recompute.md)"),
     KEY("moe_experts", I, "0", 0, 4096, NULL, SAME,
         "mixture of experts: routed experts of a sparse block's MLP (0 = a dense model; docs/models.md)"),
     KEY("moe_top_k", I, "2", 1, 4096, NULL, SAME, "mixture of experts: experts each token is routed to"),

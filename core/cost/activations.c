@@ -81,6 +81,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
     /* the model's rule (model/model.c): a bf16 run on kernels that widen bf16 */
     s->res16 = in->residual_bf16 && terms.requested && in->device && in->device->bf16_tensors;
+    s->offload = in->offload && in->recompute == 2;
     s->moe_kernels = in->device && in->device->moe_bf16;
 }
 
@@ -179,17 +180,27 @@ double plait_cost_message_bytes(const plait_cost_shape *s) { return s->sp && s->
 
 double plait_cost_boundary_bytes(const plait_cost_shape *s) { return 4 * al(s->B * s->T * s->C / seq_cut(s)); }
 
+/* The residual stream at boundary l (0..L) sits between layers l and
+ * l + 1: a slot holding either keeps it, but the output of a chunk that
+ * ends before the head, sent to the next stage, is the boundary pool's, as
+ * are the gradients (plait_cost_boundary_bytes). */
+static int slot_boundaries(const plait_cost_shape *s, int first, int last) {
+    int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
+    return last <= s->L ? boundaries - 1 : boundaries;
+}
+
+double plait_cost_slot_host_bytes(const plait_cost_shape *s, int first, int last) {
+    const int boundaries = slot_boundaries(s, first, last);
+    const double BTCq = s->B * s->T * s->C / seq_cut(s);
+    return s->offload && boundaries > 0 ? boundaries * (s->res16 ? 2 * al(BTCq) : 4 * al(BTCq)) : 0;
+}
+
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     /* the tokens and targets; the residual stream is cut along the
      * sequence under sp */
     double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT) * 2;
-    /* the residual stream at boundary l (0..L) sits between layers l and
-     * l + 1: a slot holding either keeps it */
-    int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
-    /* but the output of a chunk that ends before the head, sent to the
-     * next stage, is the boundary pool's, as are the gradients
-     * (plait_cost_boundary_bytes) */
-    if (last <= s->L) boundaries--;
+    /* in host memory under [model] recompute_offload */
+    const int boundaries = s->offload ? 0 : slot_boundaries(s, first, last);
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     /* under a bf16 residual stream each of them is bf16, those the slot
      * writes and reads and the one it receives (model/model_slots.c) */
@@ -230,9 +241,10 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
         f += al((double)extra);
     }
     f += al(3 * BT);
-    /* a bf16 residual stream: the running layer's widened input and
-     * float32 output (model/model_slots.c, residual_get) */
-    if (s->res16) f += 2 * al(BT * s->C / seq_cut(s));
+    /* a bf16 residual stream or [model] recompute_offload: the running
+     * layer's widened or fetched input and float32 output
+     * (model/model_slots.c, residual_get) */
+    if (s->res16 || s->offload) f += 2 * al(BT * s->C / seq_cut(s));
     /* the attention's: the device's fused scratch (at least Cl floats: the
      * weight half's saved key-bias gradient), or the probabilities' gradient */
     /* gate_proj's output gradient (bf16: SwiGLU's and a packed

@@ -90,6 +90,7 @@ typedef struct plait_cost_shape_in {
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
     int residual_bf16; /* [run] residual = bf16 (the model takes it on a bf16 run, from_bf16 kernels) */
+    int offload;       /* [model] recompute_offload = host (the model takes it under recompute full) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
@@ -112,6 +113,7 @@ typedef struct plait_cost_shape {
     double att_bwd;     /* the fused attention's backward products a tile pair (the device's; 5 without one) */
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
     int res16;        /* the residual stream rounded to bf16, the slots' own boundaries stored so */
+    int offload;      /* recompute full with [model] recompute_offload = host: those boundaries in host memory */
     int bf16_head;    /* and its head's (without tensor parallelism) */
     int moe_kernels;  /* the device has the experts' bf16 entries (plait_cost_experts_bf16 decides) */
     int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
@@ -133,6 +135,11 @@ double plait_cost_message_bytes(const plait_cost_shape *s);
  * chunk that ends before the head (sent on from a buffer of the boundary
  * pool), each block's saved tensors and, with the head, its logits. */
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
+/* Bytes of pinned host memory one slot holds for layers [first, last]
+ * under [model] recompute_offload = host (model/model_slots.c, host_carve):
+ * the boundaries plait_cost_slot_bytes then leaves out; 0 without. Each is
+ * copied out after its forward and back before its backward. */
+double plait_cost_slot_host_bytes(const plait_cost_shape *s, int first, int last);
 /* Bytes of one buffer of the model's boundary pool (model/model_slots.c):
  * a boundary's residual stream in float32, its gradient or a sent output;
  * cost/stages.c counts the buffers a stage's schedule holds at its peak. */

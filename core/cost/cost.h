@@ -64,6 +64,8 @@ typedef struct plait_cost_rank {
     double attention_flops;      /* of flops, the fused attention's (a GPU runs them at its own rate) */
     double recompute_attention_flops; /* of recompute_flops, the fused attention's */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */
+    double host_act_bytes;       /* [model] recompute_offload = host: the kept boundaries in host memory */
+    double offload_bytes;        /* and the bytes copied to and from the host for them a step */
     int bf16;                    /* the model stores its activations in bf16 (plait_model_grants_bf16) */
     int sp;                      /* sequence parallelism: TP's all-reduces are an all-gather and a
                                     reduce-scatter each (the same bytes), the norms' regions split */
@@ -199,6 +201,9 @@ typedef struct plait_cost_mem {
      * memory (offload = host; nvme's buffer) and on disk (nvme); neither is
      * in total */
     double host_state, disk;
+    /* the kept boundaries [model] recompute_offload moved to host memory
+     * (not in total) */
+    double host_activations;
 } plait_cost_mem;
 
 /* Elements of a rank's ZeRO shard of its parameters over its dp x cp
@@ -273,6 +278,9 @@ typedef struct plait_cost_time {
     const char *cp_link;          /* the cp ring's link kind */
     double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
     const char *ep_link;          /* the ep group's link kind */
+    double offload_s, offload_bytes; /* the busiest stage's copies of [model] recompute_offload's kept
+                                        boundaries to the host and back: seconds (on the critical path:
+                                        the model's copies are ordered with its kernels), bytes */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
     double dp_ahead;              /* overlap_param_gather: the updated weights' gathers beside the next
                                      step's forward (its first micro-batch's: dp_ahead_window) */

@@ -35,8 +35,9 @@ static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
     if (!c->moe_read && c->cfg) plait_cost_moe_of(c->cfg, r->spec->ffn_hidden, &c->moe), c->moe_read = 1;
     const int res16 = c->cfg && plait_cost_config_residual_bf16(c->cfg);
+    const int offload = c->cfg && plait_cost_config_recompute_offload(c->cfg);
     if (c->n < c->cap)
-        plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, c->cp, res16, &c->moe, &c->ranks[c->n++]);
+        plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, c->cp, res16, offload, &c->moe, &c->ranks[c->n++]);
 }
 
 void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS) {

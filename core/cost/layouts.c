@@ -160,7 +160,8 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
         if (!vary) {
             text[n++] = recompute_names[x->base.recompute];
         } else {
-            for (int i = 0; recompute_names[i]; i++) text[n++] = recompute_names[i];
+            for (int i = 0; recompute_names[i]; i++)
+                if (!x->recompute_offload || i == 2) text[n++] = recompute_names[i];
         }
         break;
     case PLAIT_AXIS_N_OPTIM:
@@ -480,4 +481,8 @@ int plait_cost_config_sp(const plait_config *cfg) {
 
 int plait_cost_config_residual_bf16(const plait_config *cfg) {
     return strcmp(plait_config_str(cfg, "run", "residual"), "bf16") == 0;
+}
+
+int plait_cost_config_recompute_offload(const plait_config *cfg) {
+    return strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") == 0;
 }

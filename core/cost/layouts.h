@@ -73,6 +73,10 @@ typedef struct plait_cost_axes {
     /* [optim] offload_params: ZeRO-3 at dp 1 keeps its parameter shards off
      * the device, so it is not plain Adam and is weighed on its own */
     int offload_params;
+    /* [model] recompute_offload = host: it applies to recompute = full
+     * alone (refused beside the others), so a varied recompute axis takes
+     * full alone */
+    int recompute_offload;
     /* The model's sequence (block_size) and whether it has attention for
      * context parallelism to split (gpt, llama): a varied cp axis takes the
      * divisors of ranks whose 2cp chunks divide seq and leave a rank at
@@ -296,6 +300,9 @@ int plait_cost_config_sp(const plait_config *cfg);
 /* 1 where the config's [run] residual is bf16 (model/model.h,
  * residual_bf16). */
 int plait_cost_config_residual_bf16(const plait_config *cfg);
+/* 1 where the config's [model] recompute_offload is host (the model
+ * takes it under recompute full: plait_cost_shape.offload). */
+int plait_cost_config_recompute_offload(const plait_config *cfg);
 
 /* The device planning assumes for the model of `cfg` (finalized): on a GPU
  * cluster (gpu = 1) the cuda device (plait_cost_device_cuda), else the cpu

@@ -105,6 +105,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         }
     }
     out->activations = r->act_bytes;
+    out->host_activations = r->host_act_bytes;
     /* The largest message a collective runs whole needs a scratch buffer of
      * that size plus a quarter (the collectives grow it geometrically): a
      * gradient bucket under plain DP, a TP all-reduce, a pipeline message. */

@@ -138,7 +138,8 @@ static void stage_layers(const plait_plan *plan, const plait_mesh *mesh, int nl,
  * activations, messages) reading the same locals: the plan, its layers'
  * placement and the shape */
 void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
-                               int sp, int cp, int residual_bf16, const plait_cost_moe *moe, plait_cost_rank *out) {
+                               int sp, int cp, int residual_bf16, int offload, const plait_cost_moe *moe,
+                               plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -197,7 +198,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .split = split,
                                           .precision = precision,
                                           .device = dev,
-                                          .residual_bf16 = residual_bf16};
+                                          .residual_bf16 = residual_bf16,
+                                          .offload = offload};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
      * weights, the head's tied copy included where the head is bf16 (model/model_bf16.c) */
@@ -262,6 +264,8 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         const double moe_kept = s.recompute == 2 ? (s.split ? plait_cost_held_bytes(moe, &s, mesh->tp, ep) : 0)
                                                  : plait_cost_held_bytes(moe, &s, mesh->tp, ep) +
                                                        plait_cost_moe_acts_bytes(moe, &s, mesh->tp, ep);
+        out->host_act_bytes += peak * plait_cost_slot_host_bytes(&s, first, last);
+        out->offload_bytes += 2 * plan->micro_batches * plait_cost_slot_host_bytes(&s, first, last);
         out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
                                   sparse * (moe_kept + plait_cost_moe_split_bytes(moe, &s, mesh->tp, ep) -
                                             plait_cost_sparse_unkept_bytes(&s)));

@@ -22,8 +22,10 @@
  * (plait_model_grants_bf16). With experts (`moe`, E > 0) and the mesh's
  * ep > 1, the experts' parameters are the rank's E / ep, and the
  * all-to-alls and held rows are counted (activations.h). residual_bf16:
- * the config's [run] residual is bf16. */
+ * the config's [run] residual is bf16; offload: its [model]
+ * recompute_offload is host. */
 void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_precision precision, const plait_cost_device *dev,
-                               int sp, int cp, int residual_bf16, const plait_cost_moe *moe, plait_cost_rank *out);
+                               int sp, int cp, int residual_bf16, int offload, const plait_cost_moe *moe,
+                               plait_cost_rank *out);
 
 #endif

@@ -56,6 +56,7 @@ struct plait_cost_model {
     plait_cost_moe moe;
     double *expert_numel; /* n_layers entries */
     int residual_bf16;    /* the config's [run] residual is bf16 */
+    int offload;          /* its [model] recompute_offload is host */
     double *expert_cut;   /* of which tp splits (each expert's width): n_layers entries */
     /* [parallel.pp] stages, where the config sets it: its ranges (0: not
      * set; -1: they make no partition of the layers, `stages_why` says
@@ -129,6 +130,7 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
     }
     moe_of(m, cfg);
     m->residual_bf16 = plait_cost_config_residual_bf16(cfg);
+    m->offload = plait_cost_config_recompute_offload(cfg);
     if ((st = explicit_stages(m, cfg)) != PLAIT_OK) {
         plait_cost_model_free(m);
         return st;
@@ -507,7 +509,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
                                     .device = dev,
-                                    .residual_bf16 = m->residual_bf16};
+                                    .residual_bf16 = m->residual_bf16,
+                                    .offload = m->offload};
     plait_cost_shape_init(&s, spec, &in);
     /* a cp rank computes T / cp tokens of each sequence (s.T) */
     double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;
@@ -536,6 +539,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         for (int c = 0; c < v; c++) {
             int k = c * p + st, first = b[k], last = b[k + 1] - 1;
             r->act_bytes += live[c] * plait_cost_slot_bytes(&s, first, last);
+            r->host_act_bytes += live[c] * plait_cost_slot_host_bytes(&s, first, last);
+            r->offload_bytes += 2.0 * mb * plait_cost_slot_host_bytes(&s, first, last);
             for (int ly = first; ly <= last; ly++) {
                 double e = t->layer_numel[ly], f = spec->layers[ly].flops_per_token;
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts, at tp their width's slice */

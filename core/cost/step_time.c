@@ -466,6 +466,13 @@ static double tp_behind(const plait_cost_rank *r, const plait_cluster *c, double
     return r->tp_hide_msgs * one < behind ? r->tp_hide_msgs * one : behind;
 }
 
+/* [model] recompute_offload: each kept boundary copied out after its
+ * forward and back before its backward, in the compute stream's order
+ * (model/model.c, host_store and host_load): on the critical path. */
+static double offload_s(const plait_cluster *c, const plait_cost_rank *r) {
+    return r->offload_bytes > 0 && c->host_bandwidth > 0 ? r->offload_bytes / c->host_bandwidth : 0;
+}
+
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
                           plait_cost_time *out) {
     memset(out, 0, sizeof *out);
@@ -510,7 +517,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
          * link; on the critical path (the shared experts' forward that
          * model/moe.c runs while the dispatch travels is not counted) */
         double ep_s = ep > 1 ? r->ep_msgs * (ep - 1) * epr.link->latency + r->ep_bytes / epr.bandwidth : 0;
-        double span = (compute + tp_s + pp_s + cp_s + ep_s) / (1 - r->bubble);
+        double off_s = offload_s(c, r);
+        double span = (compute + tp_s + pp_s + cp_s + ep_s + off_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
             out->busiest = s;
@@ -525,6 +533,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->cp_kv_bytes = kv;
             out->ep_s = ep_s;
             out->ep_bytes = ep > 1 ? r->ep_bytes : 0;
+            out->offload_s = off_s;
+            out->offload_bytes = r->offload_bytes;
             out->bubble = r->bubble;
         }
         if (tp_s + pp_s + cp_s + ep_s > comm_max) comm_max = tp_s + pp_s + cp_s + ep_s;
@@ -550,7 +560,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         if (c->gpu && opt > opt_max) opt_max = opt;
     }
     double fwd_bwd = crit;
-    out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s;
+    out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s + out->offload_s;
     out->idle = crit - out->compute - out->comm;
     if (out->idle < 0) out->idle = 0; /* rounding */
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);

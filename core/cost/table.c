@@ -189,6 +189,11 @@ static void print_memory(FILE *out, const plait_cost_result *r, const plait_cost
     if (m->host_state > 0 || m->disk > 0)
         fprintf(out, "  offloaded   %10.2f GiB of host memory, %.2f GiB on disk ([optim] offload; not in the total)\n",
                 m->host_state / GiB, m->disk / GiB);
+    if (m->host_activations > 0)
+        fprintf(out,
+                "  offloaded   %10.2f GiB of host memory, the blocks' kept inputs ([model] recompute_offload; not in "
+                "the total)\n",
+                m->host_activations / GiB);
 }
 
 const char *plait_cost_dp_overlap_text(char *buf, size_t cap, const plait_cost_time *t) {
@@ -314,6 +319,11 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  PP  none (pp 1)\n");
     print_cp(out, l, bs, t);
     print_ep(out, l, bs, t);
+    if (t->offload_s > 0)
+        fprintf(out,
+                "  OFF the blocks' kept inputs to host memory and back ([model] recompute_offload): %.2f GiB a step "
+                "at the cluster's host_bandwidth, %.4f s on the critical path\n",
+                t->offload_bytes / GiB, t->offload_s);
     print_dp(out, l, x, t);
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
             l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);

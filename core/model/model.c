@@ -505,45 +505,78 @@ static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_
                            (int)slot, (int)s->first, (int)s->last, (int)layer);
 }
 
-/* A received boundary staged in res_x (plait_model_boundary) rounded into
- * its slot's bf16 store: exact, the sender's residual stream being bf16
- * already. Before anything else writes res_x. */
-static void staged_store(plait_model *m) {
-    if (m->staged_slot < 0) return;
-    model_slot *s = &m->slots[m->staged_slot];
-    m->staged_slot = -1;
-    m->k->to_bf16(s->bound16[m->staged_layer], m->res_x, (size_t)(m->R * m->C));
+/* Whether a slot stores boundary l apart from the float32 stream the
+ * layers read: in bf16 on the device, or in host memory. */
+static int stored_apart(const model_slot *s, int32_t l) { return s->bound16[l] || (s->host_bound && s->host_bound[l]); }
+
+/* [model] recompute_offload = host: boundary `src` (float32, on the
+ * device) into its host store `dst`, through `tmp` (a free device buffer
+ * of the boundary's size) where the store is bf16; and back. The copies
+ * are the device's ordered ones: the host waits for the layer that wrote
+ * the boundary, and the layer that reads it waits for the copy. */
+static plait_status host_store(plait_model *m, void *dst, const float *src, float *tmp) {
+    const size_t n = (size_t)(m->R * m->C);
+    if (!m->residual_bf16) return plait_device_copy(dst, src, n * sizeof(float), PLAIT_COPY_TO_HOST);
+    m->k->to_bf16((plait_bf16 *)(void *)tmp, src, n);
+    return plait_device_copy(dst, tmp, n * sizeof(plait_bf16), PLAIT_COPY_TO_HOST);
 }
 
-/* Under a bf16 residual stream, the boundaries a slot stores in bf16 that
- * `layer` reads (its input, widened into res_x) and, in a forward, writes
- * (its output, into res_y), as float32 while the layer runs: the layer
- * bodies read and write s->bound as ever. */
-static void residual_open(plait_model *m, model_slot *s, int32_t layer, int forward) {
-    if (!m->residual_bf16) return;
-    staged_store(m); /* before res_x is written */
+static plait_status host_load(plait_model *m, float *dst, const void *src, float *tmp) {
+    const size_t n = (size_t)(m->R * m->C);
+    if (!m->residual_bf16) return plait_device_copy(dst, src, n * sizeof(float), PLAIT_COPY_TO_DEVICE);
+    plait_status st = plait_device_copy(tmp, src, n * sizeof(plait_bf16), PLAIT_COPY_TO_DEVICE);
+    if (st == PLAIT_OK) m->k->from_bf16(dst, (const plait_bf16 *)(const void *)tmp, n);
+    return st;
+}
+
+/* A received boundary staged in res_x (plait_model_boundary) rounded into
+ * its slot's bf16 store (exact, the sender's residual stream being bf16
+ * already), or copied to its host store. Before anything else writes
+ * res_x (res_y is free between layers). */
+static plait_status staged_store(plait_model *m) {
+    if (m->staged_slot < 0) return PLAIT_OK;
+    model_slot *s = &m->slots[m->staged_slot];
+    const int32_t l = m->staged_layer;
+    m->staged_slot = -1;
+    if (s->host_bound && s->host_bound[l]) return host_store(m, s->host_bound[l], m->res_x, m->res_y);
+    m->k->to_bf16(s->bound16[l], m->res_x, (size_t)(m->R * m->C));
+    return PLAIT_OK;
+}
+
+/* Under a bf16 residual stream or [model] recompute_offload, the
+ * boundaries a slot stores apart that `layer` reads (its input, widened or
+ * brought back into res_x) and, in a forward, writes (its output, into
+ * res_y), as float32 while the layer runs: the layer bodies read and write
+ * s->bound as ever. */
+static plait_status residual_open(plait_model *m, model_slot *s, int32_t layer, int forward) {
+    if (!m->res_x) return PLAIT_OK;
+    plait_status st = staged_store(m); /* before res_x is written */
     const int32_t L = m->desc->n_layer;
-    if (layer >= 1 && layer - 1 <= L && s->bound16[layer - 1]) {
-        m->k->from_bf16(m->res_x, s->bound16[layer - 1], (size_t)(m->R * m->C));
+    if (st == PLAIT_OK && layer >= 1 && layer - 1 <= L && stored_apart(s, layer - 1)) {
+        if (s->bound16[layer - 1]) m->k->from_bf16(m->res_x, s->bound16[layer - 1], (size_t)(m->R * m->C));
+        else st = host_load(m, m->res_x, s->host_bound[layer - 1], m->res_y); /* res_y: written after */
         s->bound[layer - 1] = m->res_x;
     }
-    if (forward && layer <= L && s->bound16[layer]) s->bound[layer] = m->res_y;
+    if (forward && layer <= L && stored_apart(s, layer)) s->bound[layer] = m->res_y;
+    return st;
 }
 
 /* After the layer: a forward's output rounded to bf16, into the slot's
- * bf16 store, or in place where the slot keeps it float32 (sent on to the
- * next stage: the pipeline's bf16 wire is then exact); residual_open's
- * pointers cleared. */
+ * bf16 store, or copied to its host store, or rounded in place where the
+ * slot keeps it float32 (sent on to the next stage: the pipeline's bf16
+ * wire is then exact); residual_open's pointers cleared. */
 static plait_status residual_close(plait_model *m, model_slot *s, int32_t layer, int forward, plait_status st) {
-    if (!m->residual_bf16) return st;
+    if (!m->res_x) return st;
     const int32_t L = m->desc->n_layer;
     const size_t n = (size_t)(m->R * m->C);
-    if (layer >= 1 && layer - 1 <= L && s->bound16[layer - 1]) s->bound[layer - 1] = NULL;
+    if (layer >= 1 && layer - 1 <= L && stored_apart(s, layer - 1)) s->bound[layer - 1] = NULL;
     if (!forward || layer > L) return st;
-    if (s->bound16[layer]) {
-        if (st == PLAIT_OK) m->k->to_bf16(s->bound16[layer], m->res_y, n);
+    if (stored_apart(s, layer)) {
+        /* res_x, read, is free for the rounding */
+        if (st == PLAIT_OK && s->bound16[layer]) m->k->to_bf16(s->bound16[layer], m->res_y, n);
+        else if (st == PLAIT_OK) st = host_store(m, s->host_bound[layer], m->res_y, m->res_x);
         s->bound[layer] = NULL;
-    } else if (st == PLAIT_OK && s->bound[layer]) { /* res_x, read, is free for the rounding */
+    } else if (st == PLAIT_OK && s->bound[layer] && m->residual_bf16) {
         plait_bf16 *tmp = (plait_bf16 *)(void *)m->res_x;
         m->k->to_bf16(tmp, s->bound[layer], n);
         m->k->from_bf16(s->bound[layer], tmp, n);
@@ -597,7 +630,7 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     /* a slot's output may share its gradient buffer, whose bf16 copy
      * sb.dres then no longer is */
     if (layer <= m->desc->n_layer && m->dres_of && m->dres_of == s->bound[layer]) m->dres_of = NULL;
-    residual_open(m, s, layer, 1);
+    if ((st = residual_open(m, s, layer, 1)) != PLAIT_OK) return residual_close(m, s, layer, 1, st);
     return residual_close(m, s, layer, 1, forward_body(m, s, layer));
 }
 
@@ -654,8 +687,9 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     if ((part != BWD_WEIGHT || layer == 0) &&
         (!plait_model_slot_grad(m, s, g0 & 1) || !plait_model_slot_grad(m, s, g1 & 1)))
         return PLAIT_ERR_NO_MEMORY;
-    residual_open(m, s, layer, 0); /* the input the forward read, for the recomputation too */
-    if (m->desc->is_llama) {
+    /* the input the forward read, for the recomputation too */
+    if ((st = residual_open(m, s, layer, 0)) != PLAIT_OK) {
+    } else if (m->desc->is_llama) {
         if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;
         else if (layer == L + 1) st = plait_llama_head_backward(m, s, part);
         /* what [model] recompute dropped rebuilt first, for the weight half too */
@@ -710,15 +744,15 @@ float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer) {
     if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
     /* a received boundary the slot stores in bf16 arrives in res_x, free
      * between layers; one staged there before is stored first */
-    if (!s->bound16[layer] || plait_model_slot_has(m, s, layer)) return s->bound[layer];
-    staged_store(m);
+    if (!stored_apart(s, layer) || plait_model_slot_has(m, s, layer)) return s->bound[layer];
+    if (staged_store(m) != PLAIT_OK) return NULL;
     m->staged_slot = slot;
     m->staged_layer = layer;
     return m->res_x;
 }
 
-void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer) {
-    if (m->staged_slot == slot && m->staged_layer == layer) staged_store(m);
+plait_status plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer) {
+    return m->staged_slot == slot && m->staged_layer == layer ? staged_store(m) : PLAIT_OK;
 }
 
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
@@ -732,3 +766,5 @@ float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
 size_t plait_model_boundary_numel(const plait_model *m) { return (size_t)(m->R * m->C); }
 
 uint64_t plait_model_activation_bytes(const plait_model *m) { return m->act_bytes; }
+
+uint64_t plait_model_host_activation_bytes(const plait_model *m) { return m->host_act_bytes; }

@@ -454,13 +454,15 @@ float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
 /* Under a bf16 residual stream a slot stores the boundary it receives
  * (the input of its first layer, another stage's output) in bf16, as it
- * stores those it writes itself: plait_model_boundary then hands out a
- * float32 buffer shared by the slots, and this call rounds what the
- * caller wrote there into the slot: exact where the values are bf16
- * already, as a bf16 residual stream's are. The model's next layer call or
- * plait_model_boundary call that stages another stores it at the latest,
- * so write the buffer before either. A no-op for any other boundary. */
-void plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer);
+ * stores those it writes itself, and under [model] recompute_offload =
+ * host in host memory: plait_model_boundary then hands out a float32
+ * buffer shared by the slots, and this call rounds what the caller wrote
+ * there into the slot (exact where the values are bf16 already, as a bf16
+ * residual stream's are) or copies it to the host. The model's next layer
+ * call or plait_model_boundary call that stages another stores it at the
+ * latest, so write the buffer before either. A no-op (PLAIT_OK) for any
+ * other boundary. Errors: a failed copy to the host (the device's). */
+plait_status plait_model_boundary_store(plait_model *m, int32_t slot, int32_t layer);
 /* The boundary pool. A slot holds its boundary gradients (both parities)
  * and the output it sends on to the next stage (its last layer's, in the
  * gradient buffer of that layer's parity) only while they are needed: a
@@ -487,5 +489,8 @@ size_t plait_model_boundary_numel(const plait_model *m);
 /* Bytes of activation memory currently allocated (all slots, plus the
  * backward scratch shared by every layer and slot). */
 uint64_t plait_model_activation_bytes(const plait_model *m);
+/* Bytes of pinned host memory the slots hold for the block boundaries
+ * [model] recompute_offload = host moves off the device (0 without). */
+uint64_t plait_model_host_activation_bytes(const plait_model *m);
 
 #endif

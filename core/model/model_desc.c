@@ -478,6 +478,16 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
                                (long long)n_embd, (long long)n_head);
     plait_status kst = refuse_llama_keys(cfg, arch, is_llama);
     if (kst != PLAIT_OK) return kst;
+    const char *rc = plait_config_str(cfg, "model", "recompute");
+    if (strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") == 0 && strcmp(rc, "full") != 0) {
+        const char *where = NULL;
+        plait_config_origin(cfg, "model", "recompute_offload", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [model] recompute_offload = host moves the blocks' kept inputs of recompute = "
+                               "full to host memory, and this model has recompute = %s, which keeps more than them: "
+                               "set recompute = full, or recompute_offload = none",
+                               where ? where : "config", rc);
+    }
     int64_t n_kv_head = 0, ffn_hidden = 0, head_dim = 0;
     if (is_llama) {
         plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden, &head_dim);
@@ -515,10 +525,10 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     d->tied = !is_llama || plait_config_bool(cfg, "model", "tie_embeddings");
     d->qkv_bias = is_llama && plait_config_bool(cfg, "model", "qkv_bias");
     d->qk_norm = is_llama && plait_config_bool(cfg, "model", "qk_norm");
-    const char *rc = plait_config_str(cfg, "model", "recompute");
     d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
                    : strcmp(rc, "selective") == 0 ? PLAIT_RECOMPUTE_SELECTIVE
                                                   : PLAIT_RECOMPUTE_NONE;
+    d->recompute_offload = strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") == 0;
     d->n_layer = (int32_t)n_layer;
     d->n_head = (int32_t)n_head;
     d->n_embd = (int32_t)n_embd;

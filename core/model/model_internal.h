@@ -79,6 +79,10 @@ struct plait_model_desc {
     int qk_norm;      /* llama: each head's q and k through an RMSNorm of its own ([model] qk_norm) */
     double init_std; /* [model] init_std (param_init.c) */
     plait_recompute recompute;
+    /* [model] recompute_offload = host (recompute full only): the block
+     * boundaries a slot keeps for its backward wait in pinned host memory
+     * (model_slots.c), as DeepSpeed's cpu_checkpointing keeps them */
+    int recompute_offload;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
     plait_layer *layers;
     plait_param *params;
@@ -234,6 +238,13 @@ typedef struct model_slot {
      * both writes and reads, stored in bf16 (bound[l] then points at the
      * model's res_x or res_y while a layer runs), or NULL */
     plait_bf16 **bound16;
+    /* [n_layer+1]: under [model] recompute_offload = host, those same
+     * boundaries in pinned host memory instead (bf16 under a bf16 residual
+     * stream, else float32), in host_mem; bound[l] then points at res_x or
+     * res_y while a layer runs, as for bound16; or NULL */
+    void **host_bound;
+    void *host_mem;
+    size_t host_bytes;
     /* boundary gradients, by layer parity: buffers of the model's pool
      * (model_slots.c), held from the forward of the output the slot sends
      * or the gradient's arrival until the caller gives them back
@@ -335,7 +346,7 @@ struct plait_model {
     int bf16;
     /* a bf16 residual stream (plait_model_create_args.residual_bf16): the
      * widened input and the float32 output of the running layer, where a
-     * slot stores that boundary in bf16 (model_slots.c) */
+     * slot stores that boundary in bf16 or in host memory (model_slots.c) */
     int residual_bf16;
     float *res_x, *res_y;
     size_t res_bytes;
@@ -419,6 +430,7 @@ struct plait_model {
     float *rc_mem;
     size_t rc_bytes;
     uint64_t act_bytes;
+    uint64_t host_act_bytes; /* the slots' host_bytes ([model] recompute_offload) */
     /* context parallelism (ring_attention.h): T is this rank's share of
      * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
     int32_t cp, cp_rank;

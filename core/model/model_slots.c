@@ -35,6 +35,8 @@ int plait_model_layers_alike(const plait_model *m, int32_t a_first, int32_t a_la
     return 1;
 }
 
+static size_t host_carve(plait_model *m, model_slot *s, char *base);
+
 /* An allocated slot laid out again for first..last (alike to its range)
  * in its own memory: its parts carved afresh, nothing it held kept. A
  * sparse block's part (moe.c) follows at the slot's next sparse forward,
@@ -49,6 +51,7 @@ static plait_status slot_move(plait_model *m, model_slot *s, int32_t first, int3
     const size_t n = (size_t)m->desc->n_layer + 1;
     memset(s->bound, 0, n * sizeof *s->bound);
     memset(s->bound16, 0, n * sizeof *s->bound16);
+    if (s->host_bound) memset(s->host_bound, 0, n * sizeof *s->host_bound);
     memset(s->blocks, 0, n * sizeof *s->blocks);
     if (s->wg) memset(s->wg, 0, n * sizeof *s->wg);
     if (s->weight_due) memset(s->weight_due, 0, (size_t)m->n_layers);
@@ -59,6 +62,10 @@ static plait_status slot_move(plait_model *m, model_slot *s, int32_t first, int3
         return plait_set_error(PLAIT_ERR_INTERNAL, "model: layers %d..%d do not fit the slot laid out before",
                                (int)first, (int)last);
     slot_carve(m, s, s->mem);
+    if (host_carve(m, s, NULL) != s->host_bytes)
+        return plait_set_error(PLAIT_ERR_INTERNAL, "model: layers %d..%d do not fit the slot's host memory", (int)first,
+                               (int)last);
+    host_carve(m, s, s->host_mem);
     return PLAIT_OK;
 }
 
@@ -89,6 +96,11 @@ void plait_model_slot_release(plait_model *m, model_slot *s) {
         plait_device_free(s->mem);
         m->act_bytes -= s->mem_bytes;
     }
+    if (s->host_mem) {
+        plait_device_free(s->host_mem);
+        m->host_act_bytes -= s->host_bytes;
+    }
+    free(s->host_bound);
     free(s->bound);
     free(s->bound16);
     free(s->blocks);
@@ -230,8 +242,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
      * (plait_model_slot_grad), held only while needed */
     for (int64_t l = 0; l <= L; l++) {
         const int out = plait_model_slot_has(m, s, l), in = plait_model_slot_has(m, s, l + 1);
-        if (out && !in) {
-            continue;
+        if ((out && !in) || (in && m->desc->recompute_offload)) {
+            continue; /* the pool's, or in host memory (host_carve) */
         } else if (in && m->residual_bf16) {
             /* the slot's own, rounded to bf16 when written, or received
              * (bf16 values already: plait_model_boundary_store) */
@@ -408,10 +420,40 @@ void plait_model_boundary_release(plait_model *m, int32_t slot, int32_t keep) {
     }
 }
 
-/* The running layer's widened input and float32 output under a bf16
- * residual stream (model.c, residual_open), allocated with the first slot. */
+/* [model] recompute_offload = host: the boundaries slot_carve leaves out
+ * (those the slot reads, written or received), in one pinned host
+ * allocation: bf16 under a bf16 residual stream, else float32. Carves
+ * (or, with base == NULL, just measures); returns the bytes. */
+static size_t host_carve(plait_model *m, model_slot *s, char *base) {
+    const size_t each = align_up((size_t)(m->R * m->C)) * (m->residual_bf16 ? sizeof(plait_bf16) : sizeof(float));
+    size_t off = 0;
+    for (int64_t l = 0; m->desc->recompute_offload && l <= m->desc->n_layer; l++) {
+        if (!plait_model_slot_has(m, s, l + 1)) continue;
+        if (base) s->host_bound[l] = base + off;
+        off += each;
+    }
+    return off;
+}
+
+static plait_status host_get(plait_model *m, model_slot *s) {
+    const size_t bytes = host_carve(m, s, NULL);
+    if (bytes == 0) return PLAIT_OK;
+    if (!(s->host_bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->host_bound)) ||
+        !(s->host_mem = plait_device_alloc_pinned(bytes, 64, "offloaded activations")))
+        return plait_wrap_error(PLAIT_ERR_NO_MEMORY,
+                                "model: %.1f MiB of host memory for the boundaries [model] recompute_offload keeps",
+                                (double)bytes / 1048576.0);
+    s->host_bytes = bytes;
+    m->host_act_bytes += bytes;
+    host_carve(m, s, s->host_mem);
+    return PLAIT_OK;
+}
+
+/* The running layer's widened (or fetched) input and float32 output under
+ * a bf16 residual stream or [model] recompute_offload (model.c,
+ * residual_open), allocated with the first slot. */
 static plait_status residual_get(plait_model *m) {
-    if (m->res_x || !m->residual_bf16) return PLAIT_OK;
+    if (m->res_x || (!m->residual_bf16 && !m->desc->recompute_offload)) return PLAIT_OK;
     const size_t n = align_up((size_t)(m->R * m->C));
     if (!(m->res_x = plait_device_alloc(2 * n * sizeof(float), "activations")))
         return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the residual stream's float32 buffers");
@@ -467,6 +509,10 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
         }
         m->act_bytes += s->mem_bytes;
         slot_carve(m, s, s->mem);
+        if ((st = host_get(m, s)) != PLAIT_OK) {
+            plait_model_slot_release(m, s);
+            return st;
+        }
         s->allocated = 1;
     }
     *out = s;

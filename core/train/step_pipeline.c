@@ -292,7 +292,7 @@ plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t m
     st = pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b), pp_tag(ACTIVATION, b, mb),
                  t);
     /* receives block, so it is all there: into the slot's bf16 store, under a bf16 residual stream */
-    if (st == PLAIT_OK) plait_model_boundary_store(run->model.instance, slot, b);
+    if (st == PLAIT_OK) st = plait_model_boundary_store(run->model.instance, slot, b);
     return st;
 }
 

@@ -6,8 +6,10 @@
 #   gpt and llama, one process and pp 2 interleaved (2 chunks a stage, so
 #   every stage sends and receives boundaries): recompute = full gives the
 #   losses, gradient norms and final checkpoint of recompute = none, bit for
-#   bit; the losses within 1e-3 relative of the float32 residual stream's
-#   (the same run with residual = fp32), and in one process not equal to
+#   bit, and so does full with [model] recompute_offload = host (the kept
+#   boundaries in the emulator's pinned host memory); the losses within
+#   1e-3 relative of the float32 residual stream's (the same run with
+#   residual = fp32), and in one process not equal to
 #   them (at pp 2, one layer a chunk, every boundary crosses stages and the
 #   bf16 wire rounds a float32 stream as well); memory.csv's activation
 #   bytes less than the float32 stream's in one process of 8 blocks under
@@ -45,6 +47,14 @@ for arch in gpt llama; do
       fail "$arch $lay: gradient norms of recompute = full differ from none under residual = bf16"
     "$CKPT_DIFF" "$E2E_WORK/$n/ckpt-00000002" "$(last_ckpt "$f")" --bits ||
       fail "$arch $lay: recompute = full's checkpoint at step 2 differs from none's"
+    # the kept boundaries in host memory ([model] recompute_offload): the same bits
+    o=${arch}_${lay}_offload
+    train "$o" "${D[@]}" "${A[@]}" "${L[@]}" run.residual=bf16 model.recompute=full model.recompute_offload=host \
+      run.steps=2 optim.lr_decay_steps=4
+    [ "$(column "$f" loss) $(column "$f" grad_norm)" = "$(column "$o" loss) $(column "$o" grad_norm)" ] ||
+      fail "$arch $lay: recompute_offload = host changed the losses or gradient norms of recompute = full"
+    "$CKPT_DIFF" "$E2E_WORK/$n/ckpt-00000002" "$(last_ckpt "$o")" --bits ||
+      fail "$arch $lay: recompute_offload = host's checkpoint at step 2 differs from none's"
     same_losses "${arch}_${lay}_fp32" "${arch}_${lay}_none" 1e-3
     # rounded at all (one process: at pp 2 with a layer a chunk every
     # boundary crosses stages, where the bf16 wire rounds a float32 stream too)

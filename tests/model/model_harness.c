@@ -241,6 +241,7 @@ int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *
     }
     if (st != PLAIT_OK) fprintf(stderr, "harness_trace_run: %s\n", plait_last_error());
     t->act_bytes = plait_model_activation_bytes(h.model);
+    t->host_bytes = plait_model_host_activation_bytes(h.model);
     t->copy_bytes = plait_model_weight_copy_bytes(h.model);
     t->bf16 = plait_model_bf16_activations(h.model);
     free(tok);

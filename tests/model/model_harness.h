@@ -83,6 +83,7 @@ typedef struct harness_trace {
     float *grads;
     size_t numel;
     uint64_t act_bytes;
+    uint64_t host_bytes; /* plait_model_host_activation_bytes */
     uint64_t copy_bytes; /* plait_model_weight_copy_bytes */
     int bf16;         /* plait_model_bf16_activations */
 } harness_trace;

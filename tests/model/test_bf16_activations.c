@@ -639,7 +639,7 @@ static void test_received_boundary_in_bf16(void **state) {
         float *in = plait_model_boundary(st1.model, slot, 2);
         assert_non_null(in);
         memcpy(in, plait_model_boundary(st0.model, slot, 2), nb * sizeof(float));
-        plait_model_boundary_store(st1.model, slot, 2);
+        assert_int_equal(plait_model_boundary_store(st1.model, slot, 2), PLAIT_OK);
     }
     for (int32_t slot = 0; slot < 2; slot++) {
         for (int32_t l = 3; l <= 5; l++) assert_int_equal(plait_model_forward_layer(st1.model, l, slot), PLAIT_OK);

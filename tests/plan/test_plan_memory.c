@@ -21,7 +21,8 @@
  * buffers and the split backward's stash of their gradients) in float32 at
  * tp 2, pp 2 zb1 and pp 2 zb1 full, in bf16 at tp 2 full and pp 2 zb1; a
  * bf16 residual stream in one process, at pp 2 (interleaved too) and under tp 2 with
- * sequence parallelism),
+ * sequence parallelism; full recomputation's kept boundaries offloaded to
+ * host memory, in one process and at pp 2, float32 and bf16),
  * the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
  * memory.csv, category by category: parameters, gradients, optimizer state,
@@ -437,6 +438,24 @@ static const layout layouts[] = {
      {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "parallel.pp=2",
       "parallel.pp.schedule=interleaved", "parallel.pp.virtual_stages=2", "data.micro_batch=1", "model.recompute=full",
       NULL},
+     1,
+     1},
+    /* [model] recompute_offload = host: the slots' kept boundaries in
+     * host memory (not activations), the running layer's two buffers on
+     * the device; float32 and under a bf16 residual stream, at pp 2 a
+     * stage's received boundary too */
+    {"sim fp32 full offload",
+     {"device.plugin=sim", "model.recompute=full", "model.recompute_offload=host", NULL},
+     0,
+     0},
+    {"sim fp32 pp2 full offload",
+     {"device.plugin=sim", "parallel.pp=2", "data.micro_batch=1", "model.recompute=full",
+      "model.recompute_offload=host", NULL},
+     0,
+     0},
+    {"cuda_emu bf16 residual bf16 pp2 full offload",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "run.residual=bf16", "parallel.pp=2", "data.micro_batch=1",
+      "model.recompute=full", "model.recompute_offload=host", NULL},
      1,
      1},
     {"cuda_emu llama residual bf16 tp2 sp",
