@@ -78,7 +78,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .head_size = (int64_t)HS,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
-    s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
+    s->bf16_head = s->bf16 && !in->tensor_parallel && (s->gpt || s->llama);
     /* the model's rule (model/model.c): a bf16 run on kernels that widen bf16 */
     s->res16 = in->residual_bf16 && terms.requested && in->device && in->device->bf16_tensors;
     s->offload = in->offload && in->recompute == 2;
@@ -237,7 +237,7 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     if (s->bf16_head) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
         size_t extra = 0;
         plait_model_head_rows((int64_t)BT, (int64_t)s->Vl,
-                              (size_t)(bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)), &extra);
+                              (size_t)(bh(BT * dfc) + bh(BT * s->Cl) + bh(BT * dqkv) + bh(BT * s->C)), &extra);
         f += al((double)extra);
     }
     f += al(3 * BT);

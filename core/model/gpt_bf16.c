@@ -440,27 +440,29 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
  * the schedule. The cost: the weight gradient is read and written once a
  * chunk instead of once. */
 
-/* ln_f, then per chunk of rows lm_head, the loss with the logits'
- * gradient in place, and the products' backward: ln_f's output gradient
- * into the slot, lm_head's weight gradient into its accumulator (the
- * model keeps no logits: plait_model_create_args). A forward-only model
- * (evaluation) computes the loss alone. */
-plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
-    const plait_model_desc *d = m->desc;
-    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+/* What a bf16 head's forward needs before its norm: targets, no logits
+ * asked for, the scratch its chunks borrow. */
+plait_status plait_bf16_head_begin(plait_model *m, model_slot *s) {
     if (!s->has_targets || m->keep_logits)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: a model with bf16 activations computes the head only with targets, "
                                "turning the logits into their gradient (it keeps no float32 logits%s)",
                                m->keep_logits ? "; plait_model_keep_logits asked for them" : "");
-    head_params p;
-    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
-    if (st == PLAIT_OK) st = plait_model_scratch_get(m);
-    if (st != PLAIT_OK) return st;
+    plait_status st = plait_model_scratch_get(m);
     m->dres_of = NULL; /* the chunks' logits may cover sb.dres */
-    const plait_bf16 *w = plait_model_head_bf16(m);
-    plait_bf16 *lnf = m->head_lnf, *logits = m->head_logits;
-    m->k->layernorm_forward_bf16(lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, BT, C);
+    return st;
+}
+
+/* From the final norm's bf16 output in head_lnf: per chunk of rows
+ * lm_head, the loss with the logits' gradient in place, and the
+ * products' backward: the norm's output gradient into the slot,
+ * lm_head's weight gradient into its accumulator (the model keeps no
+ * logits: plait_model_create_args). A forward-only model (evaluation)
+ * computes the loss alone. Both archs' heads end so. */
+void plait_bf16_head_chunks(plait_model *m, model_slot *s) {
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    const plait_bf16 *w = plait_model_head_bf16(m), *lnf = m->head_lnf;
+    plait_bf16 *logits = m->head_logits;
     double *loss_sum = m->loss_dev + (s - m->slots);
     const int grads = !m->forward_only;
     m->k->zero_f64(loss_sum, 1);
@@ -476,7 +478,26 @@ plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
     s->has_loss = 1;
     s->has_dlogits = grads;
     s->has_logits = 0;
+}
+
+/* ln_f, then the chunks. */
+plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
+    head_params p;
+    plait_status st = plait_bf16_head_begin(m, s);
+    if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward_bf16(m->head_lnf, s->lnf_mean, s->lnf_rstd, s->bound[m->desc->n_layer], p.ln_w, p.ln_b,
+                                 m->B * m->T, m->C);
+    plait_bf16_head_chunks(m, s);
     return PLAIT_OK;
+}
+
+plait_status plait_bf16_head_backward_check(const model_slot *s) {
+    if (s->has_loss && s->has_dlogits) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                           "model: backward of the head needs a forward with targets since the last backward of "
+                           "this slot%s",
+                           s->has_loss ? ", and not a forward-only one (plait_model_forward_only)" : "");
 }
 
 /* From what the forward left: lm_head's gradient, and ln_f's and
@@ -488,12 +509,7 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
     head_params p, dp;
     plait_status st = PLAIT_OK;
     if (part & BWD_INPUT) {
-        if (!s->has_loss || !s->has_dlogits)
-            return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "model: backward of the head needs a forward with targets since the last "
-                                   "backward of this slot%s",
-                                   s->has_loss ? ", and not a forward-only one (plait_model_forward_only)" : "");
-        st = plait_model_head_params(m, PARAM_DATA, &p);
+        if ((st = plait_bf16_head_backward_check(s)) == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
     }
     if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_GRAD, &dp);
     if (st != PLAIT_OK) return st;

@@ -29,7 +29,8 @@
  * sequence parallelism and pipeline stages as the float32
  * blocks: the tp collectives and stage boundaries carry the float32
  * residual stream and its gradient, which the transports send as bf16 on
- * a bf16 run. The head stays float32 (llama_layers.c). A split backward
+ * a bf16 run. The head runs in bf16 without tensor parallelism (below: the
+ * GPT's chunked head), float32 under it (llama_layers.c). A split backward
  * (zero-bubble schedules) runs the same calls in two halves, the input
  * half keeping in bf16 the output gradients the weight half's products
  * and norms read (block_grads_bf16), as gpt_bf16.c's. Under any [model]
@@ -306,4 +307,47 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
                                             part == BWD_ALL ? NULL : &s->wg[layer - 1])
              : mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx, part, kept);
     return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx, part, kept, dwn);
+}
+
+/* ---- the head ------------------------------------------------------------
+ * Without tensor parallelism the head runs in bf16 as the GPT's does
+ * (gpt_bf16.c, "the head"): RMSNorm's bf16 output, then lm_head's products
+ * and the fused loss a chunk of rows at a time, the logits never whole;
+ * the slot keeps the norm's output gradient and lm_head's weight gradient
+ * for the backward. */
+
+/* The final norm's weight and lm_head's (data or gradients). */
+static plait_status norm_and_head(plait_model *m, param_part part, float **p) {
+    return plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 2, p);
+}
+
+plait_status plait_llama_bf16_head_forward(plait_model *m, model_slot *s) {
+    float *p[2];
+    plait_status st = plait_bf16_head_begin(m, s);
+    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+    if (st != PLAIT_OK) return st;
+    m->k->rmsnorm_forward_bf16(m->head_lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], m->B * m->T, m->C,
+                               m->desc->norm_eps);
+    plait_bf16_head_chunks(m, s);
+    return PLAIT_OK;
+}
+
+/* lm_head's gradient from what the forward left, and RMSNorm's backward
+ * into the slot's gradient buffer; a split backward's input half makes
+ * d(input), its weight half the parameters' gradients. */
+plait_status plait_llama_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part) {
+    const int32_t L = m->desc->n_layer;
+    const float *x = s->bound[L];
+    float *p[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
+    plait_status st = PLAIT_OK;
+    m->dres_of = NULL; /* it writes a gradient sb.dres may have stood for */
+    if (part & BWD_INPUT) {
+        if ((st = plait_bf16_head_backward_check(s)) == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+    }
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = norm_and_head(m, PARAM_GRAD, g);
+    if (st != PLAIT_OK) return st;
+    if (part & BWD_WEIGHT) m->k->axpy(g[1], s->head_dw, (size_t)(m->Vl * m->C), 1.0f);
+    if (part == BWD_WEIGHT) return norm_backward(m, NULL, NULL, g[0], s->dlnf_bf, x, NULL, s->lnf_rstd, L + 1);
+    s->has_dlogits = 0;
+    return norm_backward(m, s->gbuf[L & 1], NULL, g[0], s->dlnf_bf, x, p[0], s->lnf_rstd, L + 1);
 }

@@ -392,7 +392,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .head_size = m->HS,
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
-    m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;
+    m->bf16_head = m->bf16 && !m->tp_ops && (desc->is_gpt || desc->is_llama);
     if (args->residual_bf16 && (!args->activations_bf16 || !PLAIT_KERNELS_HAS_FROM_BF16(m->k))) {
         st = plait_set_error(PLAIT_ERR_INVALID_ARG,
                              "[run] residual = bf16 needs %s: the residual stream rounds to bf16 and is widened "
@@ -589,7 +589,7 @@ static plait_status forward_body(plait_model *m, model_slot *s, int32_t layer) {
     const int32_t L = m->desc->n_layer;
     if (m->desc->is_llama)
         return layer == 0       ? plait_llama_embedding_forward(m, s)
-               : layer == L + 1 ? plait_llama_head_forward(m, s)
+               : layer == L + 1 ? (m->bf16_head ? plait_llama_bf16_head_forward(m, s) : plait_llama_head_forward(m, s))
                                 : plait_llama_block_forward(m, s, layer);
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
     if (layer == L + 1) return m->bf16_head ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
@@ -691,7 +691,8 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     if ((st = residual_open(m, s, layer, 0)) != PLAIT_OK) {
     } else if (m->desc->is_llama) {
         if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;
-        else if (layer == L + 1) st = plait_llama_head_backward(m, s, part);
+        else if (layer == L + 1)
+            st = m->bf16_head ? plait_llama_bf16_head_backward(m, s, part) : plait_llama_head_backward(m, s, part);
         /* what [model] recompute dropped rebuilt first, for the weight half too */
         else if ((st = plait_recompute_block(m, s, layer, part == BWD_WEIGHT)) == PLAIT_OK)
             st = plait_llama_block_backward(m, s, layer, part);

@@ -330,8 +330,9 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
  * float32), the biases of the products whose output is bf16 (c_attn,
  * c_fc), and the head's tied copy where the head runs in bf16 (`what`
  * has PLAIT_BF16_COPY_HEAD: no tensor parallelism, whose head is
- * float32). Of a llama model: every block's projections (its head is
- * float32). A sparse block's experts and shared experts (every weight
+ * float32). Of a llama model: every block's projections and q's, k's and
+ * v's biases, and lm_head (tied or not) where `what` has
+ * PLAIT_BF16_COPY_HEAD, as the GPT's head. A sparse block's experts and shared experts (every weight
  * and bias) where `what` has PLAIT_BF16_COPY_EXPERTS (plait_model_moe_bf16),
  * else none of them. The model keeps each such local tensor, its numel
  * rounded up to 8, in the copy (plait_model_weight_copy_bytes). */

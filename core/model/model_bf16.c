@@ -31,8 +31,11 @@ int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int what) 
     const int in_block = p->layer >= 1 && p->layer <= spec->n_layer;
     if (in_block && strstr(p->name, "experts.")) return (what & PLAIT_BF16_COPY_EXPERTS) != 0;
     const int block = in_block && !strstr(p->name, ".router.");
-    if (strcmp(spec->arch, "llama") == 0) /* a block's projections, named *_proj.weight, and q's, k's and v's biases */
+    if (strcmp(spec->arch, "llama") == 0) { /* a block's projections, named *_proj.weight, q's, k's and v's biases */
+        if (p->layer == spec->n_layer + 1 && strcmp(p->name, "lm_head.weight") == 0) /* lm_head, tied or not */
+            return (what & PLAIT_BF16_COPY_HEAD) != 0;
         return block && (ends_with(p->name, "_proj.weight") || ends_with(p->name, "_proj.bias"));
+    }
     if (strcmp(spec->arch, "gpt") != 0) return 0;
     if (plait_tied_is_copy(p)) return (what & PLAIT_BF16_COPY_HEAD) != 0; /* lm_head */
     static const char *const copied[] = {".attn.c_attn.weight", ".attn.c_attn.bias", ".attn.c_proj.weight",

@@ -702,6 +702,13 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
                                      float *dr, bwd_part part);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
 plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part);
+/* The bf16 head's parts both archs run (gpt_bf16.c): the checks and the
+ * scratch before the final norm; after the norm wrote its bf16 output
+ * into head_lnf, lm_head's products and the fused loss a chunk of rows at
+ * a time; and a backward's check that a forward left the gradients. */
+plait_status plait_bf16_head_begin(plait_model *m, model_slot *s);
+void plait_bf16_head_chunks(plait_model *m, model_slot *s);
+plait_status plait_bf16_head_backward_check(const model_slot *s);
 /* What the llama arch's bf16 blocks share with them (gpt_bf16.c):
  *   plait_bf16_norm_full: a block norm's bf16 output over every row the
  *     column-parallel product reads, from the R rows the slot keeps
@@ -754,6 +761,10 @@ plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part p
 plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer);
 plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, int32_t layer);
 plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
+/* The head in bf16 without tensor parallelism (llama_bf16.c: RMSNorm,
+ * then the bf16 head's chunks, gpt_bf16.c's), and `part` of its backward. */
+plait_status plait_llama_bf16_head_forward(plait_model *m, model_slot *s);
+plait_status plait_llama_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part);
 
 /* Mixture of experts (moe.c): a sparse block's MLP half over `ln` [BT,C],
  * the normalised rows (every row, also under sequence parallelism):

@@ -579,9 +579,11 @@ int64_t plait_model_head_rows(int64_t BT, int64_t Vl, size_t room, size_t *extra
 }
 
 size_t plait_model_head_room(const plait_model *m) {
-    const int64_t BT = m->B * m->T;
-    return align_up((size_t)(BT * m->Fl + 1) / 2) + align_up((size_t)(BT * m->Cl + 1) / 2) +
-           align_up((size_t)(BT * 3 * m->Cl + 1) / 2) + align_up((size_t)(BT * m->C + 1) / 2);
+    const int64_t BT = m->B * m->T, llama = m->desc->is_llama;
+    /* sb.dfc, datty, dqkv and dres (plait_model_scratch_get), one after the other */
+    const int64_t dfc = llama ? 2 * m->Fl : m->Fl, dqkv = llama ? m->Wq : 3 * m->Cl;
+    return align_up((size_t)(BT * dfc + 1) / 2) + align_up((size_t)(BT * m->Cl + 1) / 2) +
+           align_up((size_t)(BT * dqkv + 1) / 2) + align_up((size_t)(BT * m->C + 1) / 2);
 }
 
 /* Backward scratch shared by all layers and slots: float32, or under bf16

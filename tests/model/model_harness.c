@@ -285,3 +285,28 @@ double harness_grad_dev(const harness_trace *a, const harness_trace *b) {
     }
     return worst;
 }
+
+int harness_forward_only_agrees(harness *h) {
+    const size_t n = (size_t)h->B * (size_t)h->T;
+    int32_t *tok = malloc(n * sizeof *tok);
+    if (!tok) return -1;
+    harness_tokens(tok, n, h->V, 11);
+    plait_model_keep_logits(h->model, 0);
+    int rc = plait_model_set_batch(h->model, 0, tok, tok) == PLAIT_OK ? 0 : -1;
+    plait_model_forward_only(h->model, 1);
+    for (int32_t l = 0; rc == 0 && l < h->spec->n_layers; l++)
+        if (plait_model_forward_layer(h->model, l, 0) != PLAIT_OK) rc = -1;
+    const double eval = plait_model_loss_sum(h->model, 0);
+    if (rc == 0 && (plait_model_backward_layer(h->model, h->spec->n_layers - 1, 0) != PLAIT_ERR_INVALID_ARG ||
+                    !strstr(plait_last_error(), "forward-only"))) {
+        printf("the head's backward after a forward-only forward was not refused as forward-only\n");
+        rc = -1;
+    }
+    plait_model_forward_only(h->model, 0);
+    if (rc == 0 && harness_step(h, tok, tok) != PLAIT_OK) rc = -1;
+    const double train = plait_model_loss_sum(h->model, 0);
+    printf("forward-only loss %.17g, training forward %.17g\n", eval, train);
+    if (rc == 0 && !(isfinite(eval) && eval > 0 && memcmp(&eval, &train, sizeof eval) == 0)) rc = -1;
+    free(tok);
+    return rc;
+}

@@ -100,6 +100,14 @@ double harness_grad_dev(const harness_trace *a, const harness_trace *b);
  * else -1 after printing which differs. Leaves the kernels on 1 thread. */
 int harness_threads_agree(const char *ini, int threads);
 
+/* Of the model h holds: a forward-only forward (evaluation) of one
+ * micro-batch of pseudo-random tokens, the head's backward after it
+ * (which must be refused, naming "forward-only"), then a training step on
+ * the same tokens: 0 when the refusal came and the evaluation's loss is
+ * finite, positive and the training forward's bit for bit, else -1 after
+ * printing which. Leaves the model training, its logits not kept. */
+int harness_forward_only_agrees(harness *h);
+
 /* Deterministic pseudo-random tokens in [0, V). */
 void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed);
 

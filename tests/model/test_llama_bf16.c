@@ -10,7 +10,9 @@
  * selective and full recomputation gives the bits of none in less
  * memory, split in two halves the bits of one pass, holds its blocks'
  * activations in less memory, does all of that with q, k and v biases
- * ([model] qkv_bias) and with q and k norms ([model] qk_norm), and falls
+ * ([model] qkv_bias) and with q and k norms ([model] qk_norm), runs its
+ * head in bf16 a chunk of rows at a time (evaluation's loss the training
+ * forward's bits), and falls
  * back to float32 activations (the float32 model's numbers) where the
  * table lacks the entries.
  */
@@ -289,6 +291,32 @@ static void test_qk_norm(void **state) {
 /* Where a piece is missing the model keeps float32 activations, with the
  * float32 model's numbers: a table without the Llama family's bf16
  * entries. */
+/* The head without tp runs in bf16 a chunk of rows at a time (the GPT's
+ * chunked head): at a vocabulary of 2,048 and 256 rows a micro-batch in
+ * four chunks of 64, within the bounds of float32 over the steps; a
+ * forward-only forward (evaluation) gives the training forward's loss bit
+ * for bit, and the head's backward after it is refused, naming why. */
+#define LLAMA_WIDE_VOCAB_INI                                                                                           \
+    "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 64\n"                    \
+    "ffn_hidden = 176\nblock_size = 128\nvocab_size = 2048\n"
+
+static void test_head_in_chunks(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h, LLAMA_WIDE_VOCAB_INI, 2, &o), 0);
+    assert_int_equal(plait_model_head_chunk_rows(h.model), 64);
+    assert_int_equal(harness_forward_only_agrees(&h), 0);
+    harness_free(&h);
+    harness_trace f32, bf;
+    trace_on(LLAMA_WIDE_VOCAB_INI, bf16_table(), 0, 0, &f32);
+    trace_on(LLAMA_WIDE_VOCAB_INI, bf16_table(), 1, 0, &bf);
+    assert_true(bf.bf16);
+    within_bounds(LLAMA_WIDE_VOCAB_INI, "llama, the head in 4 chunks,", &bf, &f32);
+    harness_trace_free(&f32);
+    harness_trace_free(&bf);
+}
+
 static void test_granted_only_where_whole(void **state) {
     (void)state;
     harness_trace f32, t;
@@ -305,7 +333,7 @@ int main(void) {
         cmocka_unit_test(test_trains_as_float32), cmocka_unit_test(test_gradients_apart),
         cmocka_unit_test(test_recompute),         cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_qkv_bias),          cmocka_unit_test(test_granted_only_where_whole),
-        cmocka_unit_test(test_qk_norm),
+        cmocka_unit_test(test_qk_norm),           cmocka_unit_test(test_head_in_chunks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kref_bf16_release();
