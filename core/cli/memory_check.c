@@ -280,6 +280,11 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
     int first_rc = strcmp(now_rc, "none") == 0 ? 0 : strcmp(now_rc, "selective") == 0 ? 1 : 2;
     if (first_rc < 2)
         suggest(path, n_over, over, NULL, 0, rc + first_rc, 2 - first_rc, &dev, local, &r, fix, sizeof fix);
+    /* full recomputation's kept inputs in host memory, where the device's
+     * memory is its own */
+    char off[1][96] = {"model.recompute_offload=host"};
+    if (r.on_device && first_rc == 2 && strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") != 0)
+        suggest(path, n_over, over, NULL, 0, off, 1, &dev, local, &r, fix, sizeof fix);
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     if (plait_config_int(cfg, "parallel", "dp") > 1 && (!strcmp(optim, "adam") || !strncmp(optim, "zero", 4))) {
         char zs[3][96];

@@ -6,7 +6,9 @@
 # per-process limit (ulimit -v) so the test does not depend on the
 # machine's RAM; a device's own memory by the sim device's
 # PLAIT_SIM_MEMORY_MB. With [run] memory_check = false the run starts, and
-# the allocation that fails names itself as memory.
+# the allocation that fails names itself as memory. On a device with its
+# own memory under recompute = full, [model] recompute_offload = host is
+# among the settings named.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 # AddressSanitizer reserves terabytes of address space for its shadow
 # memory, so no process of a sanitized build starts under ulimit -v
@@ -65,4 +67,15 @@ refused_dev() {
 refused_dev 1024 || fail "a device of 1 GiB took a layout of ~1.6 GiB: $(cat "$E2E_WORK/dev1024.out")"
 ! refused_dev 4096 || fail "a device of 4 GiB refused a layout of ~1.6 GiB: $(cat "$E2E_WORK/dev4096.out")"
 grep -q ": ok$" "$E2E_WORK/dev4096.out" || fail "device of 4 GiB: $(cat "$E2E_WORK/dev4096.out")"
-echo "memory fit: refused before any rank (check, train, bench train, the launcher, a device), what fits named; a failed allocation says memory"
+# full recomputation's kept inputs in host memory, named where the
+# device's memory is its own (689 MiB on the device, 633 with them on the host)
+if PLAIT_SIM_MEMORY_MB=650 "$PLAIT_BIN" config check "$CFG" "${BIG[@]}" device.plugin=sim model.recompute=full \
+  >"$E2E_WORK/offload.out" 2>&1; then
+  fail "a device of 650 MiB took recompute = full: $(cat "$E2E_WORK/offload.out")"
+fi
+grep -qF "model.recompute_offload=host (" "$E2E_WORK/offload.out" ||
+  fail "recompute = full on a device too small: no recompute_offload in: $(cat "$E2E_WORK/offload.out")"
+PLAIT_SIM_MEMORY_MB=650 "$PLAIT_BIN" config check "$CFG" "${BIG[@]}" device.plugin=sim model.recompute=full \
+  model.recompute_offload=host >"$E2E_WORK/offload_ok.out" 2>&1 ||
+  fail "the suggested recompute_offload = host does not pass: $(cat "$E2E_WORK/offload_ok.out")"
+echo "memory fit: refused before any rank (check, train, bench train, the launcher, a device), what fits named (recompute_offload too); a failed allocation says memory"
