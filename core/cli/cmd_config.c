@@ -157,6 +157,16 @@ static plait_status check_residual(const plait_config *cfg) {
                            dev.counted);
 }
 
+/* [model] recompute_offload = host on the device the ranks will open,
+ * asked as the memory check asks it (one that does not open here is left
+ * to the ranks, which refuse it there: train/run_setup.c). */
+static plait_status check_recompute_offload(const plait_config *cfg) {
+    if (strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") != 0) return PLAIT_OK;
+    plait_cli_device dev;
+    plait_cli_device_ask(cfg, &dev);
+    return plait_model_check_recompute_offload(cfg, dev.fell_back || dev.cost.own_memory, dev.counted);
+}
+
 static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -173,6 +183,7 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     int64_t trace_first, trace_last; /* [run] trace within [run] steps, as a run from step 1 reads it */
     if (plait_layout_preflight(cfg) != PLAIT_OK || plait_cli_check_masters(cfg) != PLAIT_OK ||
         plait_cli_check_optim(cfg) != PLAIT_OK || check_residual(cfg) != PLAIT_OK ||
+        check_recompute_offload(cfg) != PLAIT_OK ||
         plait_run_trace_range(cfg, 1, plait_config_int(cfg, "run", "steps"), &trace_first, &trace_last) != PLAIT_OK) {
         plait_cli_print_error(argv[2]);
         plait_config_free(cfg);

@@ -67,6 +67,7 @@ static answer ask_child(const plait_config *cfg, int64_t T, int64_t HS) {
                 snprintf(a.name, sizeof a.name, "%s", info->name);
             }
             plait_cost_device_of(plait_device_kernels(), T, HS, &a.cost);
+            a.cost.own_memory = info && info->mem_kind != PLAIT_MEM_HOST;
             a.opened = 1;
         } else {
             snprintf(a.why, sizeof a.why, "%s", plait_last_error());

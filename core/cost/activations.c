@@ -34,6 +34,7 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     out->att_backward_products = 7;
     out->bf16_tensors = 1; /* plugins/device/cuda's table has from_bf16 */
     out->moe_bf16 = 1;     /* and the experts' bf16 entries */
+    out->own_memory = 1;
 }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
@@ -81,7 +82,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->bf16_head = s->bf16 && !in->tensor_parallel && (s->gpt || s->llama);
     /* the model's rule (model/model.c): a bf16 run on kernels that widen bf16 */
     s->res16 = in->residual_bf16 && terms.requested && in->device && in->device->bf16_tensors;
-    s->offload = in->offload && in->recompute == 2;
+    s->offload = in->offload && in->recompute == 2 && in->device && in->device->own_memory;
     s->moe_kernels = in->device && in->device->moe_bf16;
 }
 

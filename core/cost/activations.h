@@ -66,6 +66,10 @@ typedef struct plait_cost_device {
      * memory itself (nccl) as bf16 tensors, else float32 there
      * (docs/parallelism.md, "What crosses ranks, and in which type") */
     int bf16_tensors;
+    /* its memory is its own, not the host's (a GPU; the sim test device):
+     * [model] recompute_offload moves bytes off it, where on the cpu
+     * device, whose memory is host memory, train refuses the key */
+    int own_memory;
 } plait_cost_device;
 
 /* The device whose kernel table is `k` (an open device's, or the core's
@@ -90,7 +94,8 @@ typedef struct plait_cost_shape_in {
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
     int residual_bf16; /* [run] residual = bf16 (the model takes it on a bf16 run, from_bf16 kernels) */
-    int offload;       /* [model] recompute_offload = host (the model takes it under recompute full) */
+    int offload;       /* [model] recompute_offload = host (the model takes it under recompute full, on a device
+                          with memory of its own) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */

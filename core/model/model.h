@@ -51,6 +51,14 @@
  * plait_model_spec points to. */
 typedef struct plait_model_desc plait_model_desc;
 
+/* [model] recompute_offload = host on a device whose memory is host
+ * memory (own_memory 0: the cpu device) moves nothing off it, so it is
+ * refused (PLAIT_ERR_INVALID_CONFIG), naming the key and where it was set,
+ * and `device` (the device plugin's name, "" for the config's) as the
+ * reason. The description itself takes the key on any device: the
+ * trainer and `plait config check` ask this of the device they run on. */
+plait_status plait_model_check_recompute_offload(const plait_config *cfg, int own_memory, const char *device);
+
 /* Build the description for `micro_batch` sequences per micro-batch.
  * Validates the [model] keys together (n_embd % n_head, ...) and fails with
  * PLAIT_ERR_INVALID_CONFIG naming them. */

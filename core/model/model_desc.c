@@ -458,6 +458,24 @@ static plait_status refuse_llama_keys(const plait_config *cfg, const char *arch,
     return PLAIT_OK;
 }
 
+/* [model] recompute_offload = host, and where it was set (for its refusals). */
+static int offload_set(const plait_config *cfg, const char **where) {
+    *where = NULL;
+    plait_config_origin(cfg, "model", "recompute_offload", where);
+    if (!*where) *where = "config";
+    return strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") == 0;
+}
+
+plait_status plait_model_check_recompute_offload(const plait_config *cfg, int own_memory, const char *device) {
+    const char *where;
+    if (own_memory || !offload_set(cfg, &where)) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [model] recompute_offload = host moves the blocks' kept inputs from a device's memory "
+                           "to the host's, and the %s device's memory is host memory already, so it would move "
+                           "nothing: remove it (recompute_offload = none), or train on a GPU",
+                           where, device[0] ? device : plait_config_str(cfg, "device", "plugin"));
+}
+
 plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, plait_model_desc **out) {
     *out = NULL;
     const char *arch = plait_config_str(cfg, "model", "arch");
@@ -478,16 +496,13 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
                                (long long)n_embd, (long long)n_head);
     plait_status kst = refuse_llama_keys(cfg, arch, is_llama);
     if (kst != PLAIT_OK) return kst;
-    const char *rc = plait_config_str(cfg, "model", "recompute");
-    if (strcmp(plait_config_str(cfg, "model", "recompute_offload"), "host") == 0 && strcmp(rc, "full") != 0) {
-        const char *where = NULL;
-        plait_config_origin(cfg, "model", "recompute_offload", &where);
+    const char *rc = plait_config_str(cfg, "model", "recompute"), *where;
+    if (offload_set(cfg, &where) && strcmp(rc, "full") != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "%s: [model] recompute_offload = host moves the blocks' kept inputs of recompute = "
                                "full to host memory, and this model has recompute = %s, which keeps more than them: "
                                "set recompute = full, or recompute_offload = none",
-                               where ? where : "config", rc);
-    }
+                               where, rc);
     int64_t n_kv_head = 0, ffn_hidden = 0, head_dim = 0;
     if (is_llama) {
         plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden, &head_dim);

@@ -253,6 +253,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (st == PLAIT_OK) st = plait_mesh_build(cfg, run->world.comm, &run->world.mesh);
     if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->work.batch);
     if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->work.batch.micro_batch, &run->model.desc);
+    if (st == PLAIT_OK) st = plait_model_check_recompute_offload(cfg, plait_device_mem_kind() != PLAIT_MEM_HOST, "");
     if (st == PLAIT_OK) {
         run->model.spec = plait_model_desc_spec(run->model.desc);
         run->model.init = plait_model_init_rule(run->model.desc, run->seed);

@@ -331,6 +331,7 @@ value '0' is out of range|config check $LL model.rope_theta=0
 [model] qkv_bias is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qkv_bias=true
 [model] qk_norm is a key of arch = llama, and this model is arch = gpt|config check $CFG model.qk_norm=true
 [model] recompute_offload = host moves the blocks' kept inputs of recompute = full to host memory, and this model has recompute = selective|config check $CFG model.recompute=selective model.recompute_offload=host
+[model] recompute_offload = host moves the blocks' kept inputs from a device's memory to the host's, and the cpu device's memory is host memory already|config check $CFG model.recompute=full model.recompute_offload=host
 [parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
 [parallel.dp] grad_compression = bf16 does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.cp=2 optim.plugin=zero1 parallel.dp.grad_compression=bf16
 value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
