@@ -58,7 +58,7 @@ static const plait_key_decl node_keys[] = {
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
     KEY("host_bandwidth", PLAIT_KEY_FLOAT, "25", 0.001, 1e6, NULL,
         "kind = gpu: GB/s one GPU copies to or from host memory, each way (PCIe 4.0 x16 about 25, 5.0 about 50): "
-        "[model] recompute_offload's copies; kind = cpu: memory_bandwidth is taken"),
+        "[model] recompute_offload's copies (a CPU node's memory is host memory: nothing to copy)"),
     KEY("process_mb", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime (0 = this machine's: 9, "
         "and 10 more on a CPU node where this machine's products run on oneDNN)"),
@@ -143,7 +143,7 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     out->half_rows = out->gpu ? 0 : plait_config_float(cfg, "node", "half_rate_rows");
     out->half_width = out->gpu ? plait_config_float(cfg, "node", "half_rate_width") : 0;
     out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
-    out->host_bandwidth = out->gpu ? plait_config_float(cfg, "node", "host_bandwidth") * 1e9 : out->memory_bandwidth;
+    out->host_bandwidth = out->gpu ? plait_config_float(cfg, "node", "host_bandwidth") * 1e9 : 0;
     out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
     /* measured with gpt-tiny's peak RSS: 66 MiB on the BLAS, 76 with
      * oneDNN's code and OpenMP runtime loaded (docs/plan.md) */

@@ -42,7 +42,7 @@ typedef struct plait_cluster {
     double attention_efficiency, attention_efficiency_tf32, attention_efficiency_bf16;
     plait_precision precision; /* what the cluster trains in unless the run's config says */
     double memory_bandwidth; /* bytes/s per GPU, or per node for CPUs */
-    double host_bandwidth;   /* bytes/s a GPU copies to or from host memory, each way (a CPU: memory_bandwidth) */
+    double host_bandwidth;   /* bytes/s a GPU copies to or from host memory, each way (a CPU node: 0) */
     double process_bytes;  /* bytes every rank holds besides the model (runtime, libraries, data) */
     plait_link intra;      /* between ranks of one node */
     plait_link inter;      /* between nodes: inter.bandwidth is one rank's (its NIC's) */
