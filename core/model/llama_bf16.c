@@ -316,17 +316,12 @@ plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int3
  * the slot keeps the norm's output gradient and lm_head's weight gradient
  * for the backward. */
 
-/* The final norm's weight and lm_head's (data or gradients). */
-static plait_status norm_and_head(plait_model *m, param_part part, float **p) {
-    return plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 2, p);
-}
-
 plait_status plait_llama_bf16_head_forward(plait_model *m, model_slot *s) {
-    float *p[2];
+    head_params p;
     plait_status st = plait_bf16_head_begin(m, s);
-    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+    if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_forward_bf16(m->head_lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], m->B * m->T, m->C,
+    m->k->rmsnorm_forward_bf16(m->head_lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p.ln_w, m->B * m->T, m->C,
                                m->desc->norm_eps);
     plait_bf16_head_chunks(m, s);
     return PLAIT_OK;
@@ -338,16 +333,16 @@ plait_status plait_llama_bf16_head_forward(plait_model *m, model_slot *s) {
 plait_status plait_llama_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part) {
     const int32_t L = m->desc->n_layer;
     const float *x = s->bound[L];
-    float *p[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
+    head_params p = {0}, g = {0};
     plait_status st = PLAIT_OK;
     m->dres_of = NULL; /* it writes a gradient sb.dres may have stood for */
     if (part & BWD_INPUT) {
-        if ((st = plait_bf16_head_backward_check(s)) == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+        if ((st = plait_bf16_head_backward_check(s)) == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
     }
-    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = norm_and_head(m, PARAM_GRAD, g);
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_model_head_params(m, PARAM_GRAD, &g);
     if (st != PLAIT_OK) return st;
-    if (part & BWD_WEIGHT) m->k->axpy(g[1], s->head_dw, (size_t)(m->Vl * m->C), 1.0f);
-    if (part == BWD_WEIGHT) return norm_backward(m, NULL, NULL, g[0], s->dlnf_bf, x, NULL, s->lnf_rstd, L + 1);
+    if (part & BWD_WEIGHT) m->k->axpy(g.w, s->head_dw, (size_t)(m->Vl * m->C), 1.0f);
+    if (part == BWD_WEIGHT) return norm_backward(m, NULL, NULL, g.ln_w, s->dlnf_bf, x, NULL, s->lnf_rstd, L + 1);
     s->has_dlogits = 0;
-    return norm_backward(m, s->gbuf[L & 1], NULL, g[0], s->dlnf_bf, x, p[0], s->lnf_rstd, L + 1);
+    return norm_backward(m, s->gbuf[L & 1], NULL, g.ln_w, s->dlnf_bf, x, p.ln_w, s->lnf_rstd, L + 1);
 }

@@ -352,47 +352,42 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
 
 /* ---- head ---------------------------------------------------------------- */
 
-/* The final norm's weight and lm_head's (data or gradients). */
-static plait_status norm_and_head(plait_model *m, param_part part, float **p) {
-    return plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 2, p);
-}
-
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s) {
     const int64_t BT = m->B * m->T, C = m->C;
-    float *p[2];
-    plait_status st = norm_and_head(m, PARAM_DATA, p);
+    head_params p;
+    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st == PLAIT_OK)
-        st = norm_forward(m, s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], "before lm_head",
+        st = norm_forward(m, s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p.ln_w, "before lm_head",
                           m->desc->n_layer + 1);
     if (st != PLAIT_OK) return st;
-    m->k->matmul_forward(s->logits, s->lnf, p[1], NULL, BT, C, m->Vl);
+    m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, m->Vl);
     return plait_head_loss(m, s);
 }
 
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part) {
     const int64_t BT = m->B * m->T, C = m->C;
     const int32_t L = m->desc->n_layer;
-    float *p[2], *g[2] = {NULL, NULL};
+    head_params p = {0}, g = {0};
     plait_status st = PLAIT_OK;
-    if (part & BWD_WEIGHT) st = norm_and_head(m, PARAM_GRAD, g);
+    if (part & BWD_WEIGHT) st = plait_model_head_params(m, PARAM_GRAD, &g);
     if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from the logits' gradient and ln_f's output's the input half left */
-        m->k->matmul_backward(NULL, g[1], NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
-        return norm_backward(m, NULL, NULL, g[0], s->head_dln, s->bound[L], NULL, s->lnf_rstd, L + 1);
+        m->k->matmul_backward(NULL, g.w, NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
+        return norm_backward(m, NULL, NULL, g.ln_w, s->head_dln, s->bound[L], NULL, s->lnf_rstd, L + 1);
     }
-    if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+    if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
-    if (g[1] && m->tp_overlap) { /* one pass: the sum travels while the weight gradient is made */
-        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
+    if (g.w && m->tp_overlap) { /* one pass: the sum travels while the weight gradient is made */
+        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, m->Vl);
         tp_pending pend;
         if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before lm_head", L + 1, &pend)) != PLAIT_OK) return st;
-        m->k->matmul_backward(NULL, g[1], NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
+        m->k->matmul_backward(NULL, g.w, NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
         st = plait_tp_grad_sum_end(m, &pend);
     } else {
-        m->k->matmul_backward(m->s_dln, g[1], NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
+        m->k->matmul_backward(m->s_dln, g.w, NULL, s->logits, s->lnf, p.w, BT, C, m->Vl);
         st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", L + 1);
     }
     if (st != PLAIT_OK) return st;
     if (part == BWD_INPUT) m->k->copy(s->head_dln, m->s_dln, (size_t)(m->R * C));
-    return norm_backward(m, s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, L + 1);
+    return norm_backward(m, s->gbuf[L & 1], NULL, g.ln_w, m->s_dln, s->bound[L], p.ln_w, s->lnf_rstd, L + 1);
 }

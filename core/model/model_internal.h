@@ -521,7 +521,8 @@ typedef struct embedding_params {
 typedef struct half_params {
     float *ln_w, *ln_b, *in_w, *in_b, *out_w, *out_b;
 } half_params;
-/* The head: ln_f and the output projection (lm_head, tied to wte). */
+/* The head: the final norm (ln_f; the llama arch's RMSNorm has no bias,
+ * ln_b NULL) and the output projection (lm_head, tied to wte or not). */
 typedef struct head_params {
     float *ln_w, *ln_b, *w;
 } head_params;

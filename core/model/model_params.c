@@ -73,9 +73,10 @@ plait_status plait_model_half_params(plait_model *m, param_part part, int32_t la
 }
 
 plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out) {
-    float *t[3];
-    plait_status st = plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 3, t);
-    *out = (head_params){.ln_w = t[0], .ln_b = t[1], .w = t[2]};
+    float *t[3] = {NULL, NULL, NULL};
+    const int biased = m->desc->p_lnf_b >= 0; /* LayerNorm's bias; RMSNorm has none */
+    plait_status st = plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, biased ? 3 : 2, t);
+    *out = biased ? (head_params){.ln_w = t[0], .ln_b = t[1], .w = t[2]} : (head_params){.ln_w = t[0], .w = t[1]};
     return st;
 }
 
