@@ -77,7 +77,10 @@ typedef struct tp_state {
 /* The time this rank has blocked in the TP communicator's calls: the
  * communicator's own count, whose readings are the trace's spans of the
  * same calls (so metrics.csv's tp_ms and a trace agree); the plugin's
- * clock where the core keeps no count. */
+ * clock where the core keeps no count. Every collective and wait below
+ * reads it, never a clock of its own: a rank preempted between the
+ * plugin's reading and the communicator's would count the preemption as
+ * communication here and as compute in the trace. */
 static double blocked_seconds(const plait_host *host, plait_comm *c) {
     if (!host->coll->stats) return host->now();
     plait_comm_stats cs = {.struct_size = sizeof cs};
@@ -154,7 +157,7 @@ static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop o
 /* A sequence-parallel collective's accounting: the whole buffer's bytes,
  * as an all-reduce's (docs/parallelism.md). */
 static plait_status sp_done(tp_state *s, double t0, size_t count, plait_status st) {
-    s->stats.wait_seconds += s->host->now() - t0;
+    s->stats.wait_seconds += blocked_seconds(s->host, s->mesh->tp_comm) - t0;
     s->stats.bytes_sent += act_bytes(s, count);
     s->stats.reductions++;
     return st;
@@ -165,7 +168,7 @@ static plait_status op_allgather(void *ctx, const float *local, float *full, siz
     const plait_host *host = s->host;
     plait_coll_opts opts = act_opts(s, "tp sequence all-gather");
     if (req) *req = NULL;
-    double t0 = host->now();
+    double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = s->bf16_device ? PLAIT_ERR_UNSUPPORTED
                                      : host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts,
                                                              (plait_request **)req);
@@ -184,7 +187,7 @@ static plait_status op_reduce_scatter(void *ctx, const float *full, float *local
     const plait_host *host = s->host;
     plait_coll_opts opts = act_opts(s, "tp sequence reduce-scatter");
     if (req) *req = NULL;
-    double t0 = host->now();
+    double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = s->bf16_device ? PLAIT_ERR_UNSUPPORTED
                                      : host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32,
                                                                   PLAIT_SUM, &opts, (plait_request **)req);
@@ -201,12 +204,12 @@ static plait_status op_reduce_scatter(void *ctx, const float *full, float *local
 static plait_status op_wait(void *ctx, void *req) {
     tp_state *s = ctx;
     if (!req) return PLAIT_OK;
-    double t0 = s->host->now();
+    double t0 = blocked_seconds(s->host, s->mesh->tp_comm);
     plait_status st = PLAIT_OK;
     /* the bf16 wire's requests exist only once it is in use */
     if (!s->bf16_device || !tp16_wait(&s->wire16, req, &st))
         st = PLAIT_COLL_HAS(s->host->coll, wait_device) ? s->host->coll->wait_device(req) : s->host->coll->wait(req);
-    s->stats.wait_seconds += s->host->now() - t0;
+    s->stats.wait_seconds += blocked_seconds(s->host, s->mesh->tp_comm) - t0;
     return st;
 }
 
