@@ -70,8 +70,9 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
                        plait_config_str(run->cfg, "run", "precision"));
     printf("plait: compute %s\n", compute);
     if (run->model.instance && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16) {
+        /* a cp rank's head sees its share of each sequence alone */
         const int64_t rows = plait_model_head_chunk_rows(run->model.instance),
-                      all = run->work.batch.micro_batch * run->model.block_size;
+                      all = run->work.batch.micro_batch * run->model.block_size / run->world.mesh.cp;
         /* a sparse block's norm and router run float32, its experts bf16
          * where the device's kernels have their bf16 entries
          * (core/model/moe_bf16.c, moe_experts_bf16.c) */
@@ -81,8 +82,8 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
                                  : ", the sparse blocks' norms, routers and experts";
         if (plait_model_bf16_activations(run->model.instance) && rows > 0)
             printf("plait: activations bf16 (what the products read and write; the residual stream%s, parameters "
-                   "and gradients float32); the head's logits %" PRId64 " rows at a time (%" PRId64 " chunks)\n",
-                   sparse, rows, (all + rows - 1) / rows);
+                   "and gradients float32); the head's logits %" PRId64 " rows at a time (%" PRId64 " chunk%s)\n",
+                   sparse, rows, (all + rows - 1) / rows, (all + rows - 1) / rows == 1 ? "" : "s");
         else if (plait_model_bf16_activations(run->model.instance))
             printf("plait: activations bf16 (what the blocks' products read and write; the residual stream, the "
                    "head%s, parameters and gradients float32)\n",

@@ -45,6 +45,15 @@ bf16_kept() {
   grep -q '^plait: activations bf16' "$E2E_WORK/$1.out" ||
     fail "$1: the bf16 run kept float32 activations: $(grep '^plait: activations' "$E2E_WORK/$1.out")"
 }
+# head_chunks NAME ROWS: the start-up line's chunks of the head cover a
+# rank's ROWS token rows, each chunk but the last full
+head_chunks() {
+  local line r n
+  line=$(grep -o "the head's logits [0-9]* rows at a time ([0-9]* chunks*)" "$E2E_WORK/$1.out") ||
+    fail "$1: no chunked head: $(grep '^plait: activations' "$E2E_WORK/$1.out")"
+  read -r r n < <(sed -E 's/.*logits ([0-9]+) rows.*\(([0-9]+) chunk.*/\1 \2/' <<<"$line")
+  [ "$n" = $((($2 + r - 1) / r)) ] || fail "$1: the head's $n chunks of $r rows for a rank's $2 rows: $line"
+}
 for m in gpt llama; do
   [ $m = llama ] && export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
   train ${m}_one "${A[@]}" run.precision=bf16
@@ -52,6 +61,9 @@ for m in gpt llama; do
   train ${m}_fp32 "${A[@]}" run.precision=fp32 parallel.cp=2
   bf16_kept ${m}_one
   bf16_kept ${m}_bf16
+  # the head's chunks cover this rank's 16 rows of the sequence, not 32
+  head_chunks ${m}_one 32
+  head_chunks ${m}_bf16 16
   kv16=$(wire ${m}_bf16 1,2) kv32=$(wire ${m}_fp32 1,2) d16=$(wire ${m}_bf16 3) d32=$(wire ${m}_fp32 3)
   [ "$kv32" -gt 0 ] && [ $((kv16 * 2)) = "$kv32" ] ||
     fail "$m: the bf16 run's K|V sends are $kv16 bytes, the float32 run's $kv32 (not half)"
