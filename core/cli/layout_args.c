@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "device/device.h"
+#include "model/model.h"
 #include "model/sgemm_peak.h"
 #include "cli/cli.h"
 #include "cli/memory_check.h"
@@ -224,6 +225,14 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
      * child that asks is forked from this process. */
     if (a->cluster) plait_cli_device_planned(cfg, cluster, &a->device);
     else plait_cli_device_ask(cfg, &a->device);
+    /* a layout that keeps the blocks' inputs in host memory on a device
+     * whose memory is host memory: refused as `train` and `config check`
+     * refuse it, not planned as if the key were unset */
+    if (plait_model_check_recompute_offload(cfg, a->device.fell_back || a->device.cost.own_memory, a->device.counted) !=
+        PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        return 1;
+    }
     /* the precision: the config's when it sets one, else what the cluster
      * trains in; only `plait train` asks this machine whether it can */
     const char *where = NULL;

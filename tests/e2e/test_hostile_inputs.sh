@@ -369,6 +369,13 @@ out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 optim.offload_params=true 2>
 [ "$(grep -c 'offload_params = true needs \[optim\] offload = host or nvme' <<<"$out")" -eq 1 ] ||
   fail "plan did not refuse offload_params without offload once: $out"
 grep -q '^# skipped' <<<"$out" && fail "plan weighed layouts of a config that breaks a key rule: $out"
+# recompute_offload on a device whose memory is host memory: plan refuses
+# it in config check's words, once, rather than planning without it
+out=$(timeout 60 "$PLAIT_BIN" plan "$CFG" --ranks 2 model.recompute=full model.recompute_offload=host 2>&1) &&
+  fail "plan of a CPU node kept recompute_offload = host: $out"
+[ "$(grep -c "command line 'model.recompute_offload=host': \[model\] recompute_offload = host moves the blocks' kept inputs from a device's memory to the host's, and the cpu device's memory is host memory already" <<<"$out")" -eq 1 ] ||
+  fail "plan did not refuse recompute_offload on the cpu device once: $out"
+grep -q '^# rank' <<<"$out" && fail "plan weighed layouts with recompute_offload on the cpu device: $out"
 # a run of one process has no launcher: it runs the layout's preflight
 # itself, before its run directory (the model refused it after)
 refused one-process "[model] moe_top_k = 9 is more than moe_experts = 8" "$PLAIT_BIN" train \
