@@ -35,6 +35,18 @@ int plait_k_cpu_avx512_bf16(void) {
 #endif
 }
 
+int plait_k_cpu_avx512_core(void) {
+#ifdef CPUID_X86
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if ((xcr0() & 0xe6u) != 0xe6u) return 0; /* SSE, AVX and the three AVX-512 states */
+    /* AVX-512 F, DQ, BW and VL: leaf 7 EBX bits 16, 17, 30, 31 (oneDNN's avx512_core) */
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 16 & 1u) && (b >> 17 & 1u) && (b >> 30 & 1u) &&
+           (b >> 31 & 1u);
+#else
+    return 0;
+#endif
+}
+
 int plait_k_cpu_amx_bf16(void) {
 #ifdef CPUID_X86
     unsigned a = 0, b = 0, c = 0, d = 0;

@@ -64,9 +64,11 @@ PLAIT_K_NARROW16_TARGET static inline __attribute__((always_inline)) __m256i pla
 #endif
 
 /* What this CPU can run (kernels_cpuid.c): AVX512_BF16 with AVX-512 F, BW
- * and VL, AMX_BF16, each with its registers' state saved by the OS; an
- * Intel CPU (cpuid's vendor). 0 on other architectures. Thread-safe. */
+ * and VL; AVX-512 F, DQ, BW and VL (oneDNN's avx512_core); AMX_BF16, each
+ * with its registers' state saved by the OS; an Intel CPU (cpuid's
+ * vendor). 0 on other architectures. Thread-safe. */
 int plait_k_cpu_avx512_bf16(void);
+int plait_k_cpu_avx512_core(void);
 int plait_k_cpu_amx_bf16(void);
 int plait_k_cpu_intel(void);
 

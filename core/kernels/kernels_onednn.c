@@ -113,17 +113,22 @@ static int load(char *err, size_t errlen) {
 /* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
  * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
  * OpenBLAS"): avx512_core_amx (a Xeon with AMX: gpt-small's and
- * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1) and
+ * llama-small's whole steps 11-14% faster at 2 threads, 14% at 1),
  * avx512_core_bf16 (an AMD EPYC with AVX512_BF16 against OpenBLAS's
- * Cooperlake kernels: 12-21% at 2 threads, 3% at 1). On AVX2 (AMD EPYC,
- * Zen kernels) OpenBLAS was faster; avx512_core and avx512_core_vnni keep
- * the BLAS until measured on CPUs of their own. */
-static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */, 0xe7 /* avx512_core_bf16 */};
+ * Cooperlake kernels: 12-21% at 2 threads, 3% at 1; an Intel Xeon against
+ * its SkylakeX kernels: 4-13%), and avx512_core and avx512_core_vnni:
+ * oneDNN's float32 products are the same code there as at avx512_core_bf16
+ * (the same bits), OpenBLAS runs its SkylakeX kernels on those CPUs, and
+ * the two held at those ISAs on the EPYC put oneDNN 3-11% ahead. On AVX2
+ * (AMD EPYC, Zen kernels) OpenBLAS was faster. */
+static const int g_onednn_faster[] = {0x3e7 /* avx512_core_amx */, 0xe7 /* avx512_core_bf16 */,
+                                      0x67 /* avx512_core_vnni */, 0x27 /* avx512_core */};
 
-/* AMX_BF16 or AVX512_BF16 (kernels_cpuid.c): what those ISAs need and the
- * others lack, checked before loading the library (oneDNN then checks the
- * rest, the tile state's permission included) */
-static int cpu_may_have_faster_isa(void) { return plait_k_cpu_amx_bf16() || plait_k_cpu_avx512_bf16(); }
+/* AVX-512 (oneDNN's avx512_core and the ISAs above it) or AMX_BF16
+ * (kernels_cpuid.c): what those ISAs need and AVX2 lacks, checked before
+ * loading the library (oneDNN then checks the rest, the tile state's
+ * permission included) */
+static int cpu_may_have_faster_isa(void) { return plait_k_cpu_amx_bf16() || plait_k_cpu_avx512_core(); }
 
 static int auto_picks_onednn(int isa) {
     for (size_t i = 0; i < sizeof g_onednn_faster / sizeof g_onednn_faster[0]; i++)

@@ -28,9 +28,9 @@ grep -Eq "^plait: compute .*OpenBLAS [0-9.]*, [A-Za-z0-9]+ kernels \((as OpenBLA
   fail "default start-up line: $(grep compute "$E2E_WORK/plain.out")"
 # the library under the products: named on the start-up line; a oneDNN that
 # cannot be loaded and an unknown library are refused before step 1
-# (auto: oneDNN on a CPU whose ISA it was measured faster on, AMX's or
-# AVX512_BF16's)
-grep -Eq "products on (the BLAS \(PLAIT_CPU_GEMM unset: auto|oneDNN 2\.[0-9.]+, avx512_core_(amx|bf16) ISA \(PLAIT_CPU_GEMM unset: auto\))" \
+# (auto: oneDNN on a CPU whose ISA it was measured faster on, AVX-512's
+# with or without VNNI and BF16, or AMX's)
+grep -Eq "products on (the BLAS \(PLAIT_CPU_GEMM unset: auto|oneDNN 2\.[0-9.]+, avx512_core[a-z0-9_]* ISA \(PLAIT_CPU_GEMM unset: auto\))" \
   "$E2E_WORK/plain.out" || fail "the line does not name the products' library: $(grep compute "$E2E_WORK/plain.out")"
 PLAIT_CPU_GEMM=onednn PLAIT_ONEDNN_LIB=libdnnl-absent.so.9 train_refused no_onednn \
   "PLAIT_CPU_GEMM=onednn: oneDNN (libdnnl-absent.so.9) cannot be loaded" $S "run.out_dir=$E2E_WORK/no_onednn"
@@ -41,5 +41,15 @@ if [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 ] || ldconfig -p 2>/dev/null | gr
   PLAIT_CPU_GEMM=onednn train onednn $S
   grep -Eq "products on oneDNN 2\.[0-9.]+, [a-z0-9_]+ ISA \(PLAIT_CPU_GEMM=onednn\)" "$E2E_WORK/onednn.out" ||
     fail "oneDNN run: $(grep compute "$E2E_WORK/onednn.out")"
+  # auto's rule by oneDNN's ISA, held there by oneDNN's own switch: AVX-512
+  # without VNNI or BF16 (a Skylake's) takes oneDNN, AVX2 keeps the BLAS
+  if [ -n "$avx512" ]; then
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE train core512 $S
+    grep -Eq "products on oneDNN 2\.[0-9.]+, avx512_core ISA \(PLAIT_CPU_GEMM unset: auto\)" "$E2E_WORK/core512.out" ||
+      fail "auto at avx512_core: $(grep compute "$E2E_WORK/core512.out")"
+  fi
+  ONEDNN_MAX_CPU_ISA=AVX2 train isa_avx2 $S
+  grep -Eq "products on the BLAS \(PLAIT_CPU_GEMM unset: auto(; oneDNN [0-9.]+ would run its [a-z0-9_]+ ISA)?\)" \
+    "$E2E_WORK/isa_avx2.out" || fail "auto at avx2: $(grep compute "$E2E_WORK/isa_avx2.out")"
 fi
 echo "BLAS selection OK: $want"
