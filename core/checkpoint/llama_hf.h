@@ -9,7 +9,8 @@
  * file is read by its own names and a plait checkpoint is one already.
  * What names cannot tell (the head counts, RMSNorm's epsilon, the rotary
  * base, features plait does not implement) lives in config.json, checked
- * here against the run's [model] keys.
+ * here against the run's [model] keys (llama_hf_config.c), the rest in
+ * llama_hf.c.
  *
  * Pure functions over their arguments, thread-safe; no allocation is kept.
  */
@@ -64,6 +65,11 @@ extern const char *const plait_llama_ckpt_keys[];
  * same double, "true"/"false"): what a checkpoint records and what
  * a [model] key would be given. */
 void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_t cap);
+
+/* The shortest %g text of v into buf[cap] that reads back as v: 1e-05,
+ * not 1.0000000000000001e-05; a whole number in full (500000, not 5e+05):
+ * a key's text and config.json's numbers. */
+void plait_llama_real_text(double v, char *buf, size_t cap);
 
 /* Whether a checkpoint records key `plait_llama_ckpt_keys[i]` for `s`:
  * every key but the rope scaling's parameters under rope_scaling = none
