@@ -28,7 +28,7 @@
  * its forward runs GELU apart with the kernel that rebuilds it; full
  * reruns the block's forward up to the GELU as the forward ran it.
  */
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"
 

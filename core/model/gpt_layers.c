@@ -13,7 +13,7 @@
  * reduce-scatter after c_proj and the embedding. The slot keeps ln_1's
  * output split; c_attn's weight gradient gathers it again.
  */
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"
 

@@ -40,7 +40,7 @@
  * buffers the blocks share.
  */
 #include "device/device.h"
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "model/qk_norm.h"
 #include "model/ring_attention.h"
 

@@ -44,7 +44,7 @@
  * bodies instead; the embedding and the head stay float32.
  */
 #include "device/device.h"
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "model/qk_norm.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"

@@ -7,7 +7,7 @@
  * reduce-scatter after c_proj (tp_conjugates.c); the slot keeps ln_2's
  * rows split, gathered again for c_fc's weight gradient.
  */
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "runtime/error.h"
 
 plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t layer,

@@ -16,7 +16,7 @@
 #include "comm/comm.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "model/ring_attention.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "runtime/error.h"
 
 #define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */

@@ -81,6 +81,7 @@
 
 #include "comm/comm.h"
 #include "device/device.h"
+#include "model/model_bodies.h"
 #include "model/moe_internal.h"
 #include "runtime/error.h"
 

@@ -37,7 +37,7 @@
  * stash) beside the experts' kept gradients (moe.c).
  */
 #include "device/device.h"
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 #include "runtime/error.h"
 
 /* The shared float32 norm output, [B·T,C], and with `grads` its gradient

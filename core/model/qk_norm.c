@@ -3,6 +3,8 @@
  */
 #include "model/qk_norm.h"
 
+#include "model/model_bodies.h"
+
 /* One of the two norms: q's heads or k's. */
 typedef struct heads {
     int64_t col;   /* where its heads start in a q|k|v row */

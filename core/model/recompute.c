@@ -43,7 +43,7 @@
  * norm output itself before its backward in every mode, and under full
  * reruns its router and experts from it there (moe_bf16.c).
  */
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 
 /* Under bf16 activations (a one-pass backward): the bf16 bodies' forward,
  * with the bf16 weight copies the block's forward read. */

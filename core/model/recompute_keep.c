@@ -6,7 +6,7 @@
  */
 #include <stddef.h>
 
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 
 #define ALIGN_FLOATS 16
 

@@ -36,7 +36,7 @@
  */
 #include <stdio.h>
 
-#include "model/model_internal.h"
+#include "model/model_bodies.h"
 
 static plait_status tp_fail(plait_model *m, plait_status st, const char *op, const char *where, int32_t layer) {
     char what[160];
