@@ -48,6 +48,17 @@ if [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 ] || ldconfig -p 2>/dev/null | gr
     grep -Eq "products on oneDNN 2\.[0-9.]+, avx512_core ISA \(PLAIT_CPU_GEMM unset: auto\)" "$E2E_WORK/core512.out" ||
       fail "auto at avx512_core: $(grep compute "$E2E_WORK/core512.out")"
   fi
+  # a CPU with AVX512_BF16 whose oneDNN is held below its bf16 ISA: a bf16
+  # run's products in fp32 on widened operands, not oneDNN's emulated bf16
+  # (slower than fp32), unless PLAIT_CPU_BF16_PRODUCTS=bf16 asks for them
+  if grep -qw avx512_bf16 /proc/cpuinfo; then
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE train held16 $S run.precision=bf16
+    grep -qF "bf16 products in fp32 on widened operands (oneDNN at avx512_core by ONEDNN_MAX_CPU_ISA emulates bf16)" \
+      "$E2E_WORK/held16.out" || fail "bf16 with oneDNN held at avx512_core: $(grep compute "$E2E_WORK/held16.out")"
+    PLAIT_CPU_BF16_PRODUCTS=bf16 ONEDNN_MAX_CPU_ISA=AVX512_CORE train held16_asked $S run.precision=bf16
+    grep -qE "bf16 products on oneDNN 2\.[0-9.]+ \(" "$E2E_WORK/held16_asked.out" ||
+      fail "PLAIT_CPU_BF16_PRODUCTS=bf16 with oneDNN held: $(grep compute "$E2E_WORK/held16_asked.out")"
+  fi
   ONEDNN_MAX_CPU_ISA=AVX2 train isa_avx2 $S
   grep -Eq "products on the BLAS \(PLAIT_CPU_GEMM unset: auto(; oneDNN [0-9.]+ would run its [a-z0-9_]+ ISA)?\)" \
     "$E2E_WORK/isa_avx2.out" || fail "auto at avx2: $(grep compute "$E2E_WORK/isa_avx2.out")"
