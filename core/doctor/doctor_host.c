@@ -71,6 +71,13 @@ static void cpu_and_blas(plait_doctor *d) {
         plait_kernels_gemm_describe(why, sizeof why);
         plait_doctor_line(d, "gemm", "%s", why);
     }
+    /* oneDNN's own switch, which `auto` and the bf16 products follow
+     * (docs/cpu.md): said, since it may hold oneDNN below this CPU */
+    const char *held[] = {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        if (getenv(held[i]))
+            plait_doctor_line(d, "", "%s=%s in the environment: oneDNN runs at most that ISA, whatever this CPU has",
+                              held[i], getenv(held[i]));
     int bf16_cpu = f.has[PLAIT_CPU_AVX512_BF16] || f.has[PLAIT_CPU_AMX_BF16];
     char what[160];
     if (bf16_cpu && plait_kernels_bf16_native(what, sizeof what, why, sizeof why) == 0)

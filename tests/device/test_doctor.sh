@@ -14,7 +14,7 @@ export XDG_CACHE_HOME=$W/cache # the MFU peak's cache, fresh
 rm -rf "$XDG_CACHE_HOME"
 # a clean environment: no launcher, no BLAS override, no test switches
 clean=(env -u OPENBLAS_CORETYPE -u PLAIT_BLAS_SELECTED_FROM -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u SLURM_JOB_ID
-  -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u PLAIT_LOG_LEVEL)
+  -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u PLAIT_LOG_LEVEL)
 doctor() { # doctor NAME [env assignments...] -- [args...]: output in NAME.out, exit status in NAME.rc
   local name=$1; shift
   local pre=()
@@ -99,8 +99,10 @@ at badcfg config "problem: $W/bad.ini:2: key 'stepz' is not known in [run]"
 has badcfg "fix: fix what it names (plait config check says the same)"
 
 # --- the environment: math-thread variables, a limit, launchers
-doctor envs OMP_NUM_THREADS=7 -- 
+doctor envs OMP_NUM_THREADS=7 ONEDNN_MAX_CPU_ISA=AVX2 -- 
 has envs "OMP_NUM_THREADS=7 in the environment"
+has envs "ONEDNN_MAX_CPU_ISA=AVX2 in the environment: oneDNN runs at most that ISA, whatever this CPU has"
+lacks badcfg "MAX_CPU_ISA"
 # (not in a sanitized build: ASan's shadow memory exceeds any ulimit -v)
 if [ -z "${PLAIT_SANITIZE:-}" ]; then
   (ulimit -v 4000000; doctor ulimit)
