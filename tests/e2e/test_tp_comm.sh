@@ -11,7 +11,8 @@
 # cross-entropy terms on the last — and the parameter bytes of every rank
 # (memory.csv, and the start-up table) equal the Megatron split of the
 # model, the vocabulary padded to a multiple of tp. tp_ms (time blocked in
-# TP all-reduces) is reported every step. With dp 2 x tp 2 the DP traffic is
+# TP all-reduces) is reported every step, and on a traced step it is the
+# time rank 0's trace gives its tp spans. With dp 2 x tp 2 the DP traffic is
 # exactly one all-reduce of the rank's TP slice over its DP group.
 source "$(dirname "$0")/lib.sh"
 L=2 H=64 S=32 V=257 N=8            # tiny.ini's n_layer, n_embd, block_size; vocab; global batch
@@ -177,6 +178,22 @@ want=$(( 2 * n * b * S * H * 4 + m * 4 * 3 * b * S + m * (2 * L + 1) * 2 * H * 4
 for got in $(column ov_true_true tp_bytes); do
   [ "$got" = "$want" ] ||
     fail "sequence parallelism: tp_bytes $got per step, the planner's $n pairs (and the norms' and the cross-entropy's sums) give $want"
+done
+# tp_ms is the time the trace's tp spans cover: every TP collective and
+# wait counts the communicator's blocked time, the readings its spans are
+# drawn from (with and without sequence parallelism), never a clock of the
+# plugin's own, so rank 0's traced step agrees with its metrics.csv row to
+# the files' rounding
+for sp in false true; do
+  train "traced_$sp" $T parallel.dp=2 parallel.tp=2 data.micro_batch=1 run.trace=3 run.mfu_peak=1000 \
+    "parallel.tp.sequence_parallel=$sp"
+  ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["step"] == 3 { print $c["tp_ms"] }' \
+    "$E2E_WORK/traced_$sp/metrics.csv")
+  "$PLAIT_BIN" trace summary "$E2E_WORK/traced_$sp/trace.json" >"$E2E_WORK/traced_$sp.sum" 2>&1 ||
+    fail "trace summary: $(cat "$E2E_WORK/traced_$sp.sum")"
+  tr=$(awk '$1 == "0" && NF == 11 { print $6 }' "$E2E_WORK/traced_$sp.sum")
+  awk -v a="$ms" -v b="$tr" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b != "" && d <= 0.001) }' ||
+    fail "sequence_parallel=$sp: rank 0's tp_ms at step 3 is $ms, its trace's tp spans cover $tr ms: $(cat "$E2E_WORK/traced_$sp.sum")"
 done
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
