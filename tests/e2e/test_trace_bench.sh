@@ -50,12 +50,15 @@ assert all((r["cp"] > 0) == (sys.argv[3] != "cp1") for r in rows), (sys.argv[3],
 # microseconds a step on a loaded machine (2-3 us of an 18 ms step seen,
 # beyond the 1.5 us the rounding allows), moved between the two, which
 # 1% of the step bounds.
-slow = max(rows, key=lambda r: r["ms_per_step"])
+# Ranks whose steps tie to the files' rounding are each the slowest: the
+# bench's row is one of theirs.
 tol = {k: 0.0025 for k in bench}
 tol["compute_ms"] = tol["comm_ms"] = max(0.0025, 0.01 * bench["ms_per_step"])
-bad = {k: (bench[k], slow[k]) for k in bench if abs(bench[k] - slow[k]) > tol[k]}
-if bad:
-    sys.exit(f"bench vs trace (ms): {bad}")
+top = max(r["ms_per_step"] for r in rows)
+slowest = [r for r in rows if top - r["ms_per_step"] <= tol["ms_per_step"]]
+bads = [{k: (bench[k], r[k]) for k in bench if abs(bench[k] - r[k]) > tol[k]} for r in slowest]
+if all(bads):
+    sys.exit(f"bench vs trace (ms), against each rank as slow as the slowest: {bads}")
 print("agree:", bench)
 PY
   # the measured step beside the planner's: every rank and part compared
