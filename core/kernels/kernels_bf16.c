@@ -84,18 +84,6 @@ static int pick_widened(char *how, size_t how_len, char *why, size_t why_len) {
     return 1;
 }
 
-/* Whether oneDNN runs an ISA without bf16 instructions on a CPU that has
- * them (held there by ONEDNN_MAX_CPU_ISA): its bf16 matmul is then
- * emulated, at a third of its fp32 rate (docs/cpu.md). The ISAs below
- * avx512_core_bf16 by name: one oneDNN may add later is not called so. */
-static int onednn_held_below_bf16(void) {
-    static const char *const below[] = {"sse41", "avx", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", NULL};
-    const char *isa = plait_k_onednn_isa_name();
-    for (int i = 0; below[i]; i++)
-        if (strcmp(isa, below[i]) == 0) return 1;
-    return 0;
-}
-
 /* The fp32 products on widened operands where pick_widened says so (no
  * library needed), or where oneDNN is held below its bf16 ISA unless
  * PLAIT_CPU_BF16_PRODUCTS=bf16 asks for its emulated products; else
@@ -114,7 +102,10 @@ static int pick_native(plait_sbgemm_fn *sbgemm, int *widened, char *what, size_t
     }
     if (!plait_k_gemm_blas_forced() && plait_k_onednn_bf16_probe(impl, sizeof impl, err, sizeof err) == 0) {
         const char *v = getenv("PLAIT_CPU_BF16_PRODUCTS");
-        if (onednn_held_below_bf16() && !(v && strcmp(v, "bf16") == 0)) {
+        /* oneDNN held below its bf16 ISA on a CPU that has one (by
+         * ONEDNN_MAX_CPU_ISA): its bf16 matmul is emulated there, at a
+         * third of its fp32 rate (docs/cpu.md) */
+        if (!plait_k_onednn_isa_bf16() && !(v && strcmp(v, "bf16") == 0)) {
             *widened = 1;
             snprintf(what, what_len, "bf16 products in fp32 on widened operands (oneDNN at %s%s emulates bf16)",
                      plait_k_onednn_isa_name(), getenv("ONEDNN_MAX_CPU_ISA") ? " by ONEDNN_MAX_CPU_ISA" : "");

@@ -104,6 +104,8 @@ void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
 void *plait_k_onednn_sym(const char *name);
 const char *plait_k_onednn_version(void);
 const char *plait_k_onednn_isa_name(void);
+/* 1 where that ISA has bf16 instructions (0 before oneDNN is loaded). */
+int plait_k_onednn_isa_bf16(void);
 /* Around each call into oneDNN: enter holds the calling thread's OpenMP
  * team at itself (a per-thread setting in libgomp), so that the call runs
  * on it alone, and holds the asynchronous signals off the thread, saving

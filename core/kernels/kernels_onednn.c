@@ -201,6 +201,11 @@ const char *plait_k_onednn_version(void) { return g_dnnl.version; }
 
 const char *plait_k_onednn_isa_name(void) { return isa_name(g_dnnl.isa); }
 
+/* dnnl_cpu_isa_t values are cumulative bit sets: every ISA with bf16
+ * instructions (avx512_core_bf16, _amx and those oneDNN adds above them)
+ * holds avx512_core_bf16's bits */
+int plait_k_onednn_isa_bf16(void) { return g_dnnl.sgemm && (g_dnnl.isa & 0xe7) == 0xe7; }
+
 /* oneDNN 2.x's generated f32 GEMM kernels (AVX2 and AVX-512) point the
  * stack pointer into a heap buffer while they run, so a signal handled on
  * that thread meanwhile writes its frame into the heap: glibc's "corrupted
