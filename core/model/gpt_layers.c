@@ -281,6 +281,21 @@ plait_status plait_head_dlogits(plait_model *m, model_slot *s) {
     return PLAIT_OK;
 }
 
+plait_status plait_head_products_backward(plait_model *m, model_slot *s, const float *w, float *dw) {
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    const int32_t layer = m->desc->n_layer + 1;
+    if (dw && m->tp_overlap) { /* the sum travels while the weight gradient is made */
+        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, w, BT, C, Vl);
+        tp_pending pend;
+        plait_status st = plait_tp_grad_sum_start(m, m->s_dln, "before lm_head", layer, &pend);
+        if (st != PLAIT_OK) return st;
+        m->k->matmul_backward(NULL, dw, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+        return plait_tp_grad_sum_end(m, &pend);
+    }
+    m->k->matmul_backward(m->s_dln, dw, NULL, s->logits, s->lnf, w, BT, C, Vl);
+    return plait_tp_grad_sum(m, m->s_dln, "before lm_head", layer);
+}
+
 /* The input half turns the logits into their gradient (in place, kept in
  * the slot for the weight half), leaves d(ln_f's output), TP-reduced, in
  * dln (the scratch, or the slot's stash) and d(input) in the gradient
@@ -298,17 +313,7 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
          * gradient read and converted once) */
         head_params dp = {0};
         if (part == BWD_ALL && (st = plait_model_head_params(m, PARAM_GRAD, &dp)) != PLAIT_OK) return st;
-        if (part == BWD_ALL && m->tp_overlap) { /* the sum travels while the weight gradient is made */
-            m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
-            tp_pending pend;
-            if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before lm_head", layer, &pend)) != PLAIT_OK) return st;
-            m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
-            st = plait_tp_grad_sum_end(m, &pend);
-        } else {
-            m->k->matmul_backward(m->s_dln, dp.w, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
-            st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", layer);
-        }
-        if (st != PLAIT_OK) return st;
+        if ((st = plait_head_products_backward(m, s, p.w, dp.w)) != PLAIT_OK) return st;
         plait_model_keep(m, dln, m->s_dln, (size_t)(R * C));
         float *dx = s->gbuf[d->n_layer & 1];
         if (part == BWD_ALL && m->fused_ln) { /* dx written (no zeroing first), ln_f's parameters too */

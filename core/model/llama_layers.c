@@ -377,17 +377,8 @@ plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part p
     }
     if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
-    if (g.w && m->tp_overlap) { /* one pass: the sum travels while the weight gradient is made */
-        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, m->Vl);
-        tp_pending pend;
-        if ((st = plait_tp_grad_sum_start(m, m->s_dln, "before lm_head", L + 1, &pend)) != PLAIT_OK) return st;
-        m->k->matmul_backward(NULL, g.w, NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
-        st = plait_tp_grad_sum_end(m, &pend);
-    } else {
-        m->k->matmul_backward(m->s_dln, g.w, NULL, s->logits, s->lnf, p.w, BT, C, m->Vl);
-        st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", L + 1);
-    }
-    if (st != PLAIT_OK) return st;
+    /* in one pass (g.w) the weight gradient from the same call */
+    if ((st = plait_head_products_backward(m, s, p.w, g.w)) != PLAIT_OK) return st;
     if (part == BWD_INPUT) m->k->copy(s->head_dln, m->s_dln, (size_t)(m->R * C));
     return norm_backward(m, s->gbuf[L & 1], NULL, g.ln_w, m->s_dln, s->bound[L], p.ln_w, s->lnf_rstd, L + 1);
 }

@@ -110,6 +110,12 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
  * did not. */
 plait_status plait_head_loss(plait_model *m, model_slot *s);
 plait_status plait_head_dlogits(plait_model *m, model_slot *s);
+/* lm_head's products backward from the logits' gradient in s->logits
+ * and ln_f's output in s->lnf: ln_f's output gradient into m->s_dln,
+ * summed over the tp group (this rank's R rows); with dw, lm_head's
+ * weight gradient in the same pass, or made while the sum travels where
+ * tp_overlap. */
+plait_status plait_head_products_backward(plait_model *m, model_slot *s, const float *w, float *dw);
 
 /* The same bodies under bf16 activations (gpt_bf16.c); a backward runs
  * `part` as above, its weight half from the slot's block_grads_bf16, each

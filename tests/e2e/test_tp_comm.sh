@@ -15,7 +15,7 @@
 # time rank 0's trace gives its tp spans. With dp 2 x tp 2 the DP traffic is
 # exactly one all-reduce of the rank's TP slice over its DP group.
 source "$(dirname "$0")/lib.sh"
-L=2 H=64 S=32 V=257 N=8            # tiny.ini's n_layer, n_embd, block_size; vocab; global batch
+L=2 H=64 S=32 V=257               # tiny.ini's n_layer, n_embd, block_size; vocab
 # expected tp_bytes per step of a stage holding BLOCKS blocks, the
 # embedding (EMB = 1) and the head (HEAD = 1): m local micro-batches of b
 # sequences
