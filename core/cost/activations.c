@@ -235,11 +235,12 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
         if (s->bf16) f += bh(BT * s->C);
         else if (!s->llama) f += al(BT * s->C);
     }
-    if (s->bf16_head) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
+    if (s->bf16) { /* the bf16 head's least chunk of logits, where the gradients leave too little room; under
+                    * tp the head's products' chunk of the logits' gradient so, then ln_f's output in bf16 */
         size_t extra = 0;
         plait_model_head_rows((int64_t)BT, (int64_t)s->Vl,
                               (size_t)(bh(BT * dfc) + bh(BT * s->Cl) + bh(BT * dqkv) + bh(BT * s->C)), &extra);
-        f += al((double)extra);
+        f += al((double)extra) + (s->bf16_head ? 0 : bh(BT * s->C));
     }
     f += al(3 * BT);
     /* a bf16 residual stream or [model] recompute_offload: the running

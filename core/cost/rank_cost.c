@@ -202,12 +202,12 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .offload = offload};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
-     * weights, the head's tied copy included where the head is bf16 (model/model_bf16.c) */
+     * weights, the head's (tied or not) included (model/model_bf16.c) */
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
     double layer_copy[4096] = {0}, layer_master[4096] = {0}, layer_tied_copy[4096] = {0};
     /* the experts' weights too where they run bf16 (model/moe_experts_bf16.c) */
-    const int copies = (s.bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
+    const int copies = PLAIT_BF16_COPY_HEAD |
                        (plait_cost_experts_bf16(moe, &s, mesh->tp) ? PLAIT_BF16_COPY_EXPERTS : 0);
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];

@@ -246,7 +246,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
             double len = p->tp_role == PLAIT_TP_VOCAB ? t->vocab_padded : (double)p->shape[p->shard.dim];
             e = e / (double)p->shape[p->shard.dim] * len / tp;
         }
-        if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g, tp == 1)) {
+        if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g, PLAIT_BF16_COPY_HEAD)) {
             t->layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
             if (!plait_tied_is_copy(p)) t->layer_master[p->layer] += e;
         } else if (p->layer >= 0 && p->layer < m->n_layers &&

@@ -44,20 +44,9 @@
  * float32 (matmul_forward_residual_bf16 without a residual), summed over
  * the group before the residual and the bias are added; a column-parallel
  * product's input gradient, this rank's partial sums in bf16, is widened
- * to float32 exactly (a product with an identity: the kernel table has no
- * widening entry) and summed before its norm's backward reads it in bf16
- * again. The head stays float32 there (gpt_layers.c's vocabulary-parallel
- * loss: plait_model.bf16_head). */
-
-/* dst[n] = src[n] widened to float32: rows of k values times the k x k
- * identity, each output one product by 1 plus zeros, exact (a NaN or an
- * infinity spreads to its row's other k - 1 values: such a gradient is
- * lost whatever follows). */
-static void widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) {
-    int64_t k = 8;
-    while (n % k) k /= 2;
-    m->k->matmul_forward_residual_bf16(dst, NULL, src, m->unit + PLAIT_UNIT_AT(k), NULL, n / k, k, k);
-}
+ * to float32 exactly (plait_tp_widen) and summed before its norm's
+ * backward reads it in bf16 again. The head's loss stays float32 there, its products bf16
+ * (tp_head_bf16.c). */
 
 /* A block norm's bf16 output over every row the column-parallel product
  * reads, from the rows the slot keeps: `rows` itself, or under sequence
@@ -80,7 +69,7 @@ plait_status plait_bf16_norm_full_start(plait_model *m, const plait_bf16 *rows, 
     if (!m->sp) return PLAIT_OK;
     plait_status st = plait_model_scratch_get(m);
     if (st != PLAIT_OK) return st;
-    widen(m, m->sp_local, rows, m->R * m->C);
+    plait_tp_widen(m, m->sp_local, rows, m->R * m->C);
     return plait_tp_gather_start(m, m->sp_local, m->sp_full, overlap, where, layer, p);
 }
 
@@ -133,7 +122,7 @@ plait_status plait_bf16_input_grad_sum_start(plait_model *m, int overlap, const 
                                              tp_pending *p) {
     *p = (tp_pending){0};
     if (!m->tp_ops) return PLAIT_OK;
-    widen(m, m->s_dln, m->sb.dln, m->B * m->T * m->C);
+    plait_tp_widen(m, m->s_dln, m->sb.dln, m->B * m->T * m->C);
     return overlap ? plait_tp_grad_sum_start(m, m->s_dln, where, layer, p)
                    : plait_tp_grad_sum(m, m->s_dln, where, layer);
 }

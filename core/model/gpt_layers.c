@@ -212,15 +212,21 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
 
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
-    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    const int64_t C = m->C;
     head_params p;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
     float *ln = plait_tp_local(m, s->lnf);
     m->k->layernorm_forward(ln, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, m->R, C);
     if ((st = plait_tp_gather(m, ln, s->lnf, "before lm_head", d->n_layer + 1)) != PLAIT_OK) return st;
-    m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, Vl);
+    if ((st = plait_head_logits(m, s, p.w)) != PLAIT_OK) return st;
     return plait_head_loss(m, s);
+}
+
+plait_status plait_head_logits(plait_model *m, model_slot *s, const float *w) {
+    if (m->bf16) return plait_tp_head_logits_bf16(m, s); /* tensor parallelism on a bf16 run */
+    m->k->matmul_forward(s->logits, s->lnf, w, NULL, m->B * m->T, m->C, m->Vl);
+    return PLAIT_OK;
 }
 
 plait_status plait_head_loss(plait_model *m, model_slot *s) {
@@ -284,6 +290,7 @@ plait_status plait_head_dlogits(plait_model *m, model_slot *s) {
 plait_status plait_head_products_backward(plait_model *m, model_slot *s, const float *w, float *dw) {
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
     const int32_t layer = m->desc->n_layer + 1;
+    if (m->bf16) return plait_tp_head_backward_bf16(m, s, dw, 1);
     if (dw && m->tp_overlap) { /* the sum travels while the weight gradient is made */
         m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, w, BT, C, Vl);
         tp_pending pend;
@@ -300,10 +307,16 @@ plait_status plait_head_products_backward(plait_model *m, model_slot *s, const f
  * the slot for the weight half), leaves d(ln_f's output), TP-reduced, in
  * dln (the scratch, or the slot's stash) and d(input) in the gradient
  * buffer; the weight half adds lm_head's and ln_f's gradients. */
+plait_status plait_head_weight_grad(plait_model *m, model_slot *s, float *dw) {
+    if (m->bf16) return plait_tp_head_backward_bf16(m, s, dw, 0);
+    m->k->matmul_backward(NULL, dw, NULL, s->logits, s->lnf, NULL, m->B * m->T, m->C, m->Vl);
+    return PLAIT_OK;
+}
+
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln) {
     const plait_model_desc *d = m->desc;
     const int32_t layer = d->n_layer + 1;
-    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl, R = m->R;
+    const int64_t C = m->C, R = m->R;
     if (part & BWD_INPUT) {
         head_params p;
         plait_status st = plait_head_dlogits(m, s);
@@ -330,7 +343,7 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
         head_params dp;
         plait_status st = plait_model_head_params(m, PARAM_GRAD, &dp);
         if (st != PLAIT_OK) return st;
-        if (part != BWD_ALL) m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+        if (part != BWD_ALL && (st = plait_head_weight_grad(m, s, dp.w)) != PLAIT_OK) return st;
         norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
         m->k->layernorm_backward(NULL, ng.w, ng.b, dln, s->bound[d->n_layer], NULL, s->lnf_mean, s->lnf_rstd, R, C);
         return plait_tp_norm_grads_sum(m, &ng, layer);

@@ -353,26 +353,25 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
 /* ---- head ---------------------------------------------------------------- */
 
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s) {
-    const int64_t BT = m->B * m->T, C = m->C;
     head_params p;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st == PLAIT_OK)
         st = norm_forward(m, s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p.ln_w, "before lm_head",
                           m->desc->n_layer + 1);
     if (st != PLAIT_OK) return st;
-    m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, m->Vl);
+    if ((st = plait_head_logits(m, s, p.w)) != PLAIT_OK) return st;
     return plait_head_loss(m, s);
 }
 
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part) {
-    const int64_t BT = m->B * m->T, C = m->C;
+    const int64_t C = m->C;
     const int32_t L = m->desc->n_layer;
     head_params p = {0}, g = {0};
     plait_status st = PLAIT_OK;
     if (part & BWD_WEIGHT) st = plait_model_head_params(m, PARAM_GRAD, &g);
     if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from the logits' gradient and ln_f's output's the input half left */
-        m->k->matmul_backward(NULL, g.w, NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
+        if ((st = plait_head_weight_grad(m, s, g.w)) != PLAIT_OK) return st;
         return norm_backward(m, NULL, NULL, g.ln_w, s->head_dln, s->bound[L], NULL, s->lnf_rstd, L + 1);
     }
     if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);

@@ -409,7 +409,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
      * bf16 copy likewise, made while the layer runs */
     m->wbf_per_layer = args->params_gathered != 0;
     if (m->bf16 && (st = plait_model_bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
-    if (m->bf16_head) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
+    if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
     *out = m;
     return PLAIT_OK;
 fail:

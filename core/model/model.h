@@ -336,9 +336,8 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
  * its global parameter gi from the bf16 copy: every dense block half's
  * linear layers' weights (not a sparse block's router, which runs
  * float32), the biases of the products whose output is bf16 (c_attn,
- * c_fc), and the head's tied copy where the head runs in bf16 (`what`
- * has PLAIT_BF16_COPY_HEAD: no tensor parallelism, whose head is
- * float32). Of a llama model: every block's projections and q's, k's and
+ * c_fc), and the head's tied copy where `what` has PLAIT_BF16_COPY_HEAD
+ * (the model's: its head's products read bf16 at any tp). Of a llama model: every block's projections and q's, k's and
  * v's biases, and lm_head (tied or not) where `what` has
  * PLAIT_BF16_COPY_HEAD, as the GPT's head. A sparse block's experts and shared experts (every weight
  * and bias) where `what` has PLAIT_BF16_COPY_EXPERTS (plait_model_moe_bf16),

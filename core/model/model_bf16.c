@@ -77,9 +77,7 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     size_t off = 0, most = 0;
     for (int32_t gi = 0, layer = -1; gi < d->spec.n_params; gi++) {
         if (!m->param[gi] || !m->local_layer[d->params[gi].layer] ||
-            !plait_model_bf16_copied(&d->spec, gi,
-                                     (m->bf16_head ? PLAIT_BF16_COPY_HEAD : 0) |
-                                         (m->moe_bf16 ? PLAIT_BF16_COPY_EXPERTS : 0)))
+            !plait_model_bf16_copied(&d->spec, gi, PLAIT_BF16_COPY_HEAD | (m->moe_bf16 ? PLAIT_BF16_COPY_EXPERTS : 0)))
             continue;
         if (m->wbf_kept && m->wbf_kept[gi] == WBF_LENT) { /* the optimizer's buffer, not ours */
             if (base) m->wbf[gi] = NULL;

@@ -85,6 +85,22 @@ plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_
  * heads alone (the q and k norms' weights), summed over the group in
  * place; `what` names them in an error. */
 plait_status plait_tp_heads_sum(plait_model *m, float *d, size_t n, const char *what, int32_t layer);
+/* dst[n] = src[n], bf16 widened to float32 exactly, by a product with
+ * the bf16 identities in the scratch (m->unit: tensor parallelism on a
+ * bf16 run), for the tp group's float32 collectives. */
+void plait_tp_widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n);
+
+/* lm_head's products under tensor parallelism on a bf16 run
+ * (tp_head_bf16.c): the vocabulary-parallel head keeps ln_f's output
+ * (s->lnf) and its slice of the logits (s->logits) float32 for its
+ * float32 loss, and its products read them rounded to bf16 and lm_head's
+ * bf16 copy. _logits writes s->logits from s->lnf. _backward, from the
+ * logits' gradient in s->logits: with `input`, ln_f's output gradient
+ * into m->s_dln summed over the tp group (this rank's R rows), and with
+ * dw lm_head's weight gradient added too (made while the sum travels
+ * where tp_overlap); without `input`, the weight gradient alone. */
+plait_status plait_tp_head_logits_bf16(plait_model *m, model_slot *s);
+plait_status plait_tp_head_backward_bf16(plait_model *m, model_slot *s, float *dw, int input);
 
 /* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. A
  * backward runs `part` of the layer (bwd_part); the weight half reads what
@@ -111,11 +127,18 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
 plait_status plait_head_loss(plait_model *m, model_slot *s);
 plait_status plait_head_dlogits(plait_model *m, model_slot *s);
 /* lm_head's products backward from the logits' gradient in s->logits
- * and ln_f's output in s->lnf: ln_f's output gradient into m->s_dln,
+ * and ln_f's output in s->lnf (bf16 products as plait_head_logits's):
+ * ln_f's output gradient into m->s_dln,
  * summed over the tp group (this rank's R rows); with dw, lm_head's
  * weight gradient in the same pass, or made while the sum travels where
  * tp_overlap. */
 plait_status plait_head_products_backward(plait_model *m, model_slot *s, const float *w, float *dw);
+/* lm_head's logits into s->logits from s->lnf and its float32 weight w,
+ * and its weight gradient alone added into dw from the logits' gradient
+ * there (a split backward's weight half): float32 products, or under
+ * tensor parallelism on a bf16 run bf16 ones (tp_head_bf16.c). */
+plait_status plait_head_logits(plait_model *m, model_slot *s, const float *w);
+plait_status plait_head_weight_grad(plait_model *m, model_slot *s, float *dw);
 
 /* The same bodies under bf16 activations (gpt_bf16.c); a backward runs
  * `part` as above, its weight half from the slot's block_grads_bf16, each

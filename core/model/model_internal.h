@@ -359,7 +359,7 @@ struct plait_model {
     int32_t staged_slot, staged_layer;
     /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
-     * float32, over the blocks' float32 residual stream */
+     * float32, its products bf16 (tp_head_bf16.c) */
     int bf16_head;
     /* under bf16 a sparse block's experts run in bf16 too
      * (plait_model_moe_bf16, moe_experts_bf16.c): their rows, hidden
@@ -385,10 +385,12 @@ struct plait_model {
      * may write the gradient). A block half that finds its input gradient
      * here reads sb.dres as it is (gpt_bf16.c). */
     const float *dres_of;
-    /* The head's forward borrows the backward scratch, idle while it runs:
-     * ln_f's output over sb.dln, one chunk of head_rows rows of logits
-     * over what follows it (plait_model_scratch_get sizes the scratch for
-     * both) */
+    /* The bf16 head's forward borrows the backward scratch, idle while it
+     * runs: ln_f's output over sb.dln, one chunk of head_rows rows of
+     * logits over what follows it (plait_model_scratch_get sizes the
+     * scratch for both); under tensor parallelism the head's products
+     * likewise, ln_f's output in a place of its own after the chunk's
+     * (tp_head_bf16.c) */
     plait_bf16 *head_lnf, *head_logits;
     int64_t head_rows;
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */

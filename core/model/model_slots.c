@@ -590,7 +590,9 @@ size_t plait_model_head_room(const plait_model *m) {
  * activations the products' gradients in bf16 (sb), with the residual
  * stream's gradient converted once a product reads it; the bf16 head's
  * forward borrows it (head_lnf over sb.dln, a chunk of logits over the
- * rest, grown where the least chunk needs more: plait_model_head_rows). */
+ * rest, grown where the least chunk needs more: plait_model_head_rows),
+ * and under tensor parallelism the head's products (tp_head_bf16.c: a
+ * chunk of the logits' gradient likewise, head_lnf after it). */
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
@@ -618,11 +620,10 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         /* the bf16 identities that widen a gradient, then C floats of
                          * zeros for a split backward's norms (gpt_bf16.c) */
                         tp_bf16 ? align_up(PLAIT_UNIT_BF16 / 2 + (size_t)m->C) : 0};
-    if (m->bf16_head) { /* head_rows: plait_model_create */
-        size_t extra = 0;
-        plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
-        sizes[11] = align_up(extra);
-    }
+    size_t extra = 0; /* the least chunk of logits past the room (head_rows: plait_model_create) */
+    if (m->bf16) plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
+    /* then, under tp, ln_f's output in bf16 (tp_head_bf16.c) */
+    if (m->bf16) sizes[11] = align_up(extra) + (tp_bf16 ? align_up((size_t)(BT * m->C + 1) / 2) : 0);
     size_t total = 0;
     for (int i = 0; i < 14; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
@@ -649,7 +650,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->sb.datty = (plait_bf16 *)(void *)at[8];
     m->sb.dqkv = (plait_bf16 *)(void *)at[9];
     m->sb.dres = (plait_bf16 *)(void *)at[10];
-    m->head_lnf = m->sb.dln;
+    m->head_lnf = tp_bf16 ? (plait_bf16 *)(void *)(at[11] + align_up(extra)) : m->sb.dln;
     m->head_logits = m->sb.dfc;
     m->unit = (plait_bf16 *)(void *)at[13];
     if (m->unit) { /* the k x k identity at PLAIT_UNIT_AT(k), k = 8, 4, 2, 1 */

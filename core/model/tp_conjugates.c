@@ -181,3 +181,13 @@ plait_status plait_tp_heads_sum(plait_model *m, float *d, size_t n, const char *
     plait_status st = tp->reduce_sum(tp->ctx, d, n);
     return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-reduce", what, layer);
 }
+
+/* dst[n] = src[n] widened to float32: rows of k values times the k x k
+ * identity, each output one product by 1 plus zeros, exact (the kernel
+ * table has no widening entry; a NaN or an infinity spreads to its row's
+ * other k - 1 values: such a gradient is lost whatever follows). */
+void plait_tp_widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) {
+    int64_t k = 8;
+    while (n % k) k /= 2;
+    m->k->matmul_forward_residual_bf16(dst, NULL, src, m->unit + PLAIT_UNIT_AT(k), NULL, n / k, k, k);
+}

@@ -85,8 +85,8 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
                    "and gradients float32); the head's logits %" PRId64 " rows at a time (%" PRId64 " chunk%s)\n",
                    sparse, rows, (all + rows - 1) / rows, (all + rows - 1) / rows == 1 ? "" : "s");
         else if (plait_model_bf16_activations(run->model.instance))
-            printf("plait: activations bf16 (what the blocks' products read and write; the residual stream, the "
-                   "head%s, parameters and gradients float32)\n",
+            printf("plait: activations bf16 (what the products read and write; the residual stream, the "
+                   "vocabulary-parallel head's logits and loss%s, parameters and gradients float32)\n",
                    sparse);
         else
             printf("plait: activations float32, each product's operands rounded to bf16 (the device's kernels or "
