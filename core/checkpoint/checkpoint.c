@@ -38,6 +38,8 @@ const char *const plait_ckpt_moe_keys[] = {"moe_experts",    "moe_top_k",  "moe_
                                            "moe_ffn_hidden", "moe_every",  "moe_router",
                                            "moe_aux_loss",   "moe_z_loss", "moe_bias_rate",
                                            "moe_capacity",   NULL};
+const char *const plait_ckpt_moe_shape_keys[] = {"moe_experts", "moe_shared_experts", "moe_ffn_hidden",
+                                                 "moe_every",   "moe_router",         NULL};
 
 /* ======================================================================== */
 /* reader                                                                    */

@@ -301,6 +301,13 @@ extern const char *const plait_ckpt_model_keys[];
  * only by a model with experts, so a dense checkpoint's metadata is as
  * before and `plait sample` rebuilds the sparse blocks. */
 extern const char *const plait_ckpt_moe_keys[];
+/* Of those, the keys that shape a mixture of experts or change what its
+ * router's weights mean, NULL-terminated, moe_experts first: a resume and
+ * [run] init_from of a plait checkpoint refuse a run that differs in one
+ * (a checkpoint without plait.model.moe_experts is dense: 0). The others
+ * (moe_top_k, the coefficients of the losses and of the bias, the
+ * capacity) are how it trains on. */
+extern const char *const plait_ckpt_moe_shape_keys[];
 
 typedef struct plait_ckpt_entry {
     int64_t step;

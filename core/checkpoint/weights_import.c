@@ -339,13 +339,6 @@ static plait_status check_arch(const plait_weights *w) {
                            arch);
 }
 
-/* The [model] keys that shape a mixture of experts, or change what its
- * router's weights mean. The others (moe_top_k, the coefficients of the
- * losses and of the bias, the capacity) are how it trains on: a run may
- * start from the weights with its own. */
-static const char *const moe_shape_keys[] = {"moe_experts", "moe_shared_experts", "moe_ffn_hidden",
-                                             "moe_every",   "moe_router",         NULL};
-
 /* A plait checkpoint or export records its mixture of experts' keys (a
  * dense one none: moe_experts = 0): each that shapes the model must be the
  * run's, named, rather than surface as a tensor of another shape, or a
@@ -353,12 +346,12 @@ static const char *const moe_shape_keys[] = {"moe_experts", "moe_shared_experts"
 static plait_status check_moe_meta(const plait_weights *w) {
     if (!w->cfg || !plait_st_metadata(w->st, "plait.model.arch")) return PLAIT_OK;
     const char *experts = plait_st_metadata(w->st, "plait.model.moe_experts");
-    for (size_t i = 0; moe_shape_keys[i]; i++) {
+    for (size_t i = 0; plait_ckpt_moe_shape_keys[i]; i++) {
         char meta[64], now[64];
-        snprintf(meta, sizeof meta, "plait.model.%s", moe_shape_keys[i]);
+        snprintf(meta, sizeof meta, "plait.model.%s", plait_ckpt_moe_shape_keys[i]);
         const char *was = i == 0 && !experts ? "0" : plait_st_metadata(w->st, meta);
         plait_value v;
-        if (!was || plait_config_get(w->cfg, "model", moe_shape_keys[i], &v) != PLAIT_OK) continue;
+        if (!was || plait_config_get(w->cfg, "model", plait_ckpt_moe_shape_keys[i], &v) != PLAIT_OK) continue;
         if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
         else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
         if (i == 0 && strcmp(now, "0") == 0 && !experts) return PLAIT_OK; /* dense, both */
@@ -366,7 +359,8 @@ static plait_status check_moe_meta(const plait_weights *w) {
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: the model was trained with [model] %s = %s, the run has %s = %s: "
                                "init_from starts from the same mixture of experts (give model.%s=%s to load it)",
-                               w->path, moe_shape_keys[i], was, moe_shape_keys[i], now, moe_shape_keys[i], was);
+                               w->path, plait_ckpt_moe_shape_keys[i], was, plait_ckpt_moe_shape_keys[i], now,
+                               plait_ckpt_moe_shape_keys[i], was);
     }
     return PLAIT_OK;
 }

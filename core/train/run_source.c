@@ -104,6 +104,22 @@ static plait_status check_model_keys(const plait_run *run, const plait_ckpt *ck)
         }
         if (strcmp(was, now) != 0 && !ok) return refuse_other_model(cfg, ck, key, was, now);
     }
+    /* a mixture of experts' shape and router, as init_from checks them (a
+     * checkpoint with the model's metadata but no moe_experts is dense) */
+    const int has_meta = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.arch") != NULL;
+    for (size_t i = 0; has_meta && plait_ckpt_moe_shape_keys[i]; i++) {
+        const char *key = plait_ckpt_moe_shape_keys[i];
+        char meta[64], now[64];
+        snprintf(meta, sizeof meta, "plait.model.%s", key);
+        const char *was = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, meta);
+        if (!was && i == 0) was = "0";
+        plait_value v;
+        if (!was || plait_config_get(cfg, "model", key, &v) != PLAIT_OK) continue;
+        if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
+        else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
+        if (i == 0 && strcmp(was, "0") == 0 && strcmp(now, "0") == 0) break; /* dense, both */
+        if (strcmp(was, now) != 0) return refuse_other_model(cfg, ck, key, was, now);
+    }
     plait_llama_shape llama;
     if (strcmp(run->model.spec->arch, "llama") != 0) return PLAIT_OK;
     plait_status st = plait_llama_shape_of(run->model.spec, cfg, &llama);
