@@ -445,6 +445,21 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
     return plait_run_replica_settle(run);
 }
 
+/* A save that failed because the directory went in the meantime says so
+ * (and that no restart can mend it), not which file it could not create or
+ * find: rank 0 looks at the run directory's lock after a failed save. */
+static plait_status said_as_the_run_dir(const train_loop *t, plait_status st) {
+    if (st != PLAIT_OK && t->rank == 0 && plait_out_dir_check(t->out_dir, t->lock_fd) != PLAIT_OK)
+        st = PLAIT_ERR_SYSTEM;
+    return st;
+}
+
+/* A background save (ckpt_async) that every rank has written ends here
+ * (`wait`: at the run's end, once written), or reports its failure. */
+static plait_status settle(const train_loop *t, int wait, int ok) {
+    return said_as_the_run_dir(t, plait_run_save_settle(t->run, wait, ok));
+}
+
 /* After a step and its metrics row, save: a checkpoint every ckpt_every
  * steps and at the last. */
 static plait_status save(train_loop *t) {
@@ -452,13 +467,9 @@ static plait_status save(train_loop *t) {
     if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps || t->stop_why[0])) return PLAIT_OK;
     uint64_t span0 = plait_trace_begin();
     int nvtx = plait_trace_range_push("checkpoint");
-    plait_status st = plait_run_save(t->run, t->out_dir);
+    plait_status st = said_as_the_run_dir(t, plait_run_save(t->run, t->out_dir));
     plait_trace_range_pop(nvtx);
     plait_trace_end(PLAIT_TRACE_CKPT, "checkpoint", span0, NULL);
-    /* a save that failed because the directory went in the meantime says
-     * so, not which file it could not create */
-    if (st != PLAIT_OK && t->rank == 0 && plait_out_dir_check(t->out_dir, t->lock_fd) != PLAIT_OK)
-        st = PLAIT_ERR_SYSTEM;
     if (st == PLAIT_OK) t->boundary = 1;
     return st;
 }
@@ -658,7 +669,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         st = take_step(&t, &res);
         /* a background save that every rank has written ends here, or
          * reports its failure at this step */
-        if (st == PLAIT_OK) st = plait_run_save_settle(run, 0, 1);
+        if (st == PLAIT_OK) st = settle(&t, 0, 1);
         if (st == PLAIT_OK) st = check(&t, &res);
         if (st == PLAIT_OK) st = evaluate(&t);
         if (st == PLAIT_OK) st = check_calls(&t);
@@ -675,7 +686,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         if (st == PLAIT_OK) st = plait_run_trace_step_end(run, run->step, out_dir);
         if (st == PLAIT_OK) st = regroup(&t);
     }
-    plait_status sst = plait_run_save_settle(run, 1, st == PLAIT_OK);
+    plait_status sst = settle(&t, 1, st == PLAIT_OK);
     if (st == PLAIT_OK) st = sst;
     st = finish(&t, st);
     plait_stop_signal_release();

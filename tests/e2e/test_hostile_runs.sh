@@ -210,6 +210,33 @@ grep -qF "the run directory $E2E_WORK/vanish was removed while the run was writi
 ! grep -q "restart 1 of 2" "$E2E_WORK/vanish.out" || fail "the job was restarted after its run directory was removed"
 grep -q "not restarting: a restart cannot mend this failure" "$E2E_WORK/vanish.out" ||
   fail "no word on why the job was not restarted: $(tail -n 2 "$E2E_WORK/vanish.out")"
+# the same, the directory moved away (at once, where rm walks it) under a
+# job whose sharded saves are written in the background (ckpt_async) at
+# every step: the save of the step before ends at the step the directory
+# went in, and its failure is said as the directory gone, not as ranks
+# that do not share the checkpoint directory, and no restart is made
+rm -rf "${E2E_WORK:?}/vanish" "${E2E_WORK:?}/vanished"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/vanish" run.steps=100000 run.ckpt_every=1 parallel.dp=2 \
+  run.ckpt_format=sharded run.ckpt_async=true optim.plugin=zero3 run.debug_compute_sleep_ms=20 \
+  --max-restarts 2 >"$E2E_WORK/vanish.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/vanish/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/vanish/metrics.csv")" -gt 3 ] && break
+  sleep 0.1
+done
+mv "$E2E_WORK/vanish" "$E2E_WORK/vanished" || fail "the run directory could not be moved away under the running job"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill $job; fail "async: the job still ran 30 s after its run directory went"; fi
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "async: the job exited 0 after its run directory went: $(tail -n 1 "$E2E_WORK/vanish.out")"
+grep -qF "the run directory $E2E_WORK/vanish was removed or moved away while the run was writing there" \
+  "$E2E_WORK/vanish.out" || fail "async: the run directory gone was not named: $(grep error "$E2E_WORK/vanish.out" | head -n 2)"
+! grep -qF "needs the checkpoint directory on a file system every rank shares" "$E2E_WORK/vanish.out" ||
+  fail "async: the run directory gone was blamed on ranks that do not share it"
+[ ! -e "$E2E_WORK/vanish" ] || fail "async: the run directory was recreated: $(ls "$E2E_WORK/vanish")"
+! grep -q "restart 1 of 2" "$E2E_WORK/vanish.out" || fail "async: the job was restarted after its run directory went"
+rm -rf "${E2E_WORK:?}/vanished"
 # --- 10. a metrics row cut short (a full disk mid-write) before a resume
 train cut run.steps=4 run.ckpt_every=2
 rm -r "$E2E_WORK/cut/ckpt-00000004" # the resume starts after step 2
