@@ -330,7 +330,9 @@ plait_status plait_cli_check_job(plait_config *cfg, const char *context, int inp
     if (st == PLAIT_OK) st = plait_cli_check_masters(cfg);
     if (st == PLAIT_OK) st = plait_cli_check_optim(cfg);
     if (st != PLAIT_OK || !inputs) return st;
-    return strcmp(context, "train") == 0 ? plait_train_check_inputs(cfg) : plait_data_check_files(cfg);
+    if (strcmp(context, "train") != 0) return plait_data_check_files(cfg);
+    st = plait_train_check_trace(cfg);
+    return st == PLAIT_OK ? plait_train_check_inputs(cfg) : st;
 }
 
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,

@@ -134,16 +134,15 @@ static void print_model(const plait_config *cfg) {
     plait_model_desc_free(desc);
 }
 
-/* [run] residual = bf16 on a float32 run, or on a device whose kernels
- * cannot widen bf16: train's refusals (model/model.c), said before any
- * rank starts, the device asked as the memory check asks it (one that does
- * not open here is left to the ranks, which open it). */
+/* [run] residual = bf16 on a device whose kernels cannot widen bf16:
+ * train's refusal (model/model.c), said before any rank starts, the device
+ * asked as the memory check asks it (one that does not open here is left
+ * to the ranks, which open it). On a run that is not bf16 the layout's
+ * preflight refused it, in train's words. */
 static plait_status check_residual(const plait_config *cfg) {
-    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0) return PLAIT_OK;
-    if (plait_device_precision(cfg) != PLAIT_PRECISION_BF16)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "[run] residual = bf16 needs [run] precision = bf16: the residual stream rounds to the "
-                               "products' bf16 (residual = fp32 keeps it float32)");
+    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0 ||
+        plait_device_precision(cfg) != PLAIT_PRECISION_BF16)
+        return PLAIT_OK;
     /* the model widens the stream where a layer reads it: the device the
      * ranks open must have the kernel (one that does not open here is left
      * to the ranks) */

@@ -105,6 +105,23 @@ static plait_status check_offload(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
+/* [run] residual = bf16 rounds the stream to the products' bf16: a run
+ * that is not bf16 has none. Not a rule between the core's keys: plait
+ * plan trains in the cluster's precision where the config sets none. The
+ * device's part (kernels that widen bf16) is the model's, and config
+ * check's, which asks the device. */
+static plait_status check_residual(const plait_config *cfg) {
+    const char *precision = plait_config_str(cfg, "run", "precision"), *where = "config", *p_where = "config";
+    if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0 || !strcmp(precision, "bf16")) return PLAIT_OK;
+    plait_config_origin(cfg, "run", "residual", &where);
+    plait_config_origin(cfg, "run", "precision", &p_where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [run] residual = bf16 needs [run] precision = bf16, and precision = %s (%s): the "
+                           "residual stream rounds to bf16 and is widened again where a layer reads it (set "
+                           "precision = bf16, or residual = fp32, which keeps it float32)",
+                           where, precision, p_where);
+}
+
 /* The decaying schedules go from [optim] lr to min_lr: a floor above the
  * peak would raise the rate as the run goes on, which no schedule means
  * (Megatron-LM asserts the same). wsd's final decay must fit between the
@@ -183,6 +200,7 @@ plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
     plait_status st = plait_precision_from_config(cfg, &precision);
     if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
+    if (st == PLAIT_OK) st = check_residual(cfg);
     return st == PLAIT_OK ? plait_check_run_optimizer(cfg) : st; /* after the batch's own checks */
 }
 
@@ -259,11 +277,16 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     /* sequence parallelism needs a tp group: without one no plugin would
      * read the key (the tp plugin is not loaded), and it would be ignored */
     plait_value sp;
-    if (sizes[PLAIT_AXIS_TP] == 1 && plait_config_get(cfg, "parallel.tp", "sequence_parallel", &sp) == PLAIT_OK && sp.i)
+    if (sizes[PLAIT_AXIS_TP] == 1 && plait_config_get(cfg, "parallel.tp", "sequence_parallel", &sp) == PLAIT_OK &&
+        sp.i) {
+        const char *where = "config";
+        plait_config_origin(cfg, "parallel.tp", "sequence_parallel", &where);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel.tp] sequence_parallel = true needs tensor parallelism, but [parallel] tp = "
-                               "1: set [parallel] tp >= 2 (dividing [model] n_head and block_size) or "
-                               "sequence_parallel = false");
+                               "%s: [parallel.tp] sequence_parallel = true needs tensor parallelism, but [parallel] "
+                               "tp = 1: set [parallel] tp >= 2 (dividing [model] n_head and block_size) or "
+                               "sequence_parallel = false",
+                               where);
+    }
     const char *order = plait_config_str(cfg, "parallel", "order");
 
     plait_run run;

@@ -203,6 +203,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     const int alone = plait_mesh_world_size(cfg) == 1;
     plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
     if (st == PLAIT_OK && !alone) st = plait_check_run_optimizer(cfg);
+    if (st == PLAIT_OK) st = plait_train_check_trace(cfg);
     if (st == PLAIT_OK) st = plait_train_check_inputs(cfg);
     struct stat sb;
     if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
@@ -239,6 +240,11 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     st = train_in(cfg, opts, out_dir, log_rank, lock_fd);
     plait_out_dir_unlock(lock_fd);
     return st;
+}
+
+plait_status plait_train_check_trace(const plait_config *cfg) {
+    int64_t first, last;
+    return plait_run_trace_range(cfg, 1, plait_config_int(cfg, "run", "steps"), &first, &last);
 }
 
 plait_status plait_train_check_inputs(const plait_config *cfg) {

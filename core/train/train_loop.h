@@ -42,4 +42,12 @@ void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len);
  * of local ranks once, before it starts them. */
 plait_status plait_train_check_inputs(const plait_config *cfg);
 
+/* [run] trace within [run] steps, which count a resumed run's steps too
+ * (a range before a resumed run's first step is the run's to refuse, once
+ * it knows that step): checked by the ranks before their run directory
+ * and by the launcher of local ranks once, before it starts them. The
+ * rules between the core's keys check only its form, since plait bench
+ * train traces its own steps. */
+plait_status plait_train_check_trace(const plait_config *cfg);
+
 #endif

@@ -65,6 +65,13 @@ static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[parallel.pp] virtual_stages = %lld needs [parallel] pp >= 2 (pp is 1)", (long long)v.i);
     }
+    if (sizes[AX_PP] == 1 && host->config_get(init->config, "parallel.pp", "stages", &v) == PLAIT_OK && v.s && *v.s) {
+        hybrid_destroy(s);
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel.pp] stages = %s partitions the layers over pipeline stages, but [parallel] "
+                               "pp = 1 has none: set [parallel] pp >= 2 (one range a stage), or leave stages empty",
+                               v.s);
+    }
     for (int a = 0; a < N_AX; a++) {
         if (a != AX_DP && sizes[a] == 1) continue;
         s->ops[a] = host->plugin_ops(PLAIT_KIND_PARALLEL, ax_name[a]);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Settings that config check refused and train let through to its ranks, or
+# refused without saying where the key was set, or ignored:
+# - [run] trace past [run] steps: refused by `train` of one process before
+#   its run directory, and once by the launcher of a layout of several
+#   ranks, before any rank starts (each rank had refused it alone, after
+#   making its run directory and log), in config check's words;
+# - [run] residual = bf16 on a float32 run: the same, in config check's
+#   words, naming where the key and the precision came from;
+# - [parallel.tp] sequence_parallel = true at tp = 1: the refusal names
+#   where the key was set;
+# - [parallel.pp] stages at pp = 1 (no pipeline stages: the partition was
+#   ignored, even one of several ranges): refused, as virtual_stages is.
+source "$(dirname "$0")/lib.sh"
+W=$E2E_WORK
+P=$PLAIT_BIN
+
+# refused_as NAME WANT CMD...: CMD fails (within 120 s) printing WANT
+refused_as() {
+  local name=$1 want=$2 rc=0; shift 2
+  timeout 120 "$@" </dev/null >"$W/$name.out" 2>&1 || rc=$?
+  [ $rc -ne 124 ] || fail "$name: $* still ran after 120 s"
+  [ $rc -ne 0 ] || fail "$name: $* succeeded: $(tail -n 3 "$W/$name.out")"
+  grep -qF -- "$want" "$W/$name.out" || fail "$name: unclear refusal: $(tail -n 5 "$W/$name.out")"
+}
+no_ranks() { # NAME: no run directory, and no rank reported the refusal
+  [ ! -e "$W/$1" ] || fail "$1: a run directory was made: $(ls "$W/$1")"
+  ! grep -q "rank [0-9]* failed" "$W/$1.out" || fail "$1: ranks were started: $(cat "$W/$1.out")"
+}
+
+# [run] trace past [run] steps
+want="command line 'run.trace=2:9': key 'trace' in [run]: '2:9' lies outside the steps this run trains; this run trains steps 1 to 3"
+refused_as trace-check "$want" "$P" config check "$CFG" run.steps=3 run.trace=2:9
+refused_as trace-one "$want" "$P" train "$CFG" run.steps=3 run.trace=2:9 "run.out_dir=$W/trace-one"
+no_ranks trace-one
+refused_as trace-dp2 "$want" "$P" train "$CFG" parallel.dp=2 run.steps=3 run.trace=2:9 "run.out_dir=$W/trace-dp2"
+no_ranks trace-dp2
+[ "$(grep -c "lies outside" "$W/trace-dp2.out")" = 1 ] || fail "trace-dp2: not said once: $(cat "$W/trace-dp2.out")"
+# plait bench train traces its own steps, not [run] steps: still taken
+out=$("$P" bench train "$CFG" --warmup 1 --steps 2 run.steps=1 run.trace=3 run.mfu_peak=1000 \
+  "run.out_dir=$W/bench" 2>&1) || fail "bench train of a trace past [run] steps: $out"
+grep -q "^trace of steps 3 to 3:" <<<"$out" || fail "bench train wrote no trace: $out"
+
+# [run] residual = bf16 on a float32 run
+want="command line 'run.residual=bf16': [run] residual = bf16 needs [run] precision = bf16, and precision = fp32 (default)"
+refused_as residual-check "$want" "$P" config check "$CFG" run.residual=bf16
+refused_as residual-one "$want" "$P" train "$CFG" run.residual=bf16 "run.out_dir=$W/residual-one"
+no_ranks residual-one
+refused_as residual-dp2 "$want" "$P" train "$CFG" parallel.dp=2 run.residual=bf16 "run.out_dir=$W/residual-dp2"
+no_ranks residual-dp2
+
+# sequence parallelism without tensor parallelism: where it was set
+want="command line 'parallel.tp.sequence_parallel=true': [parallel.tp] sequence_parallel = true needs tensor parallelism"
+refused_as sp-check "$want" "$P" config check "$CFG" parallel.tp.sequence_parallel=true
+refused_as sp-one "$want" "$P" train "$CFG" parallel.tp.sequence_parallel=true "run.out_dir=$W/sp-one"
+no_ranks sp-one
+
+# a pipeline partition without a pipeline
+want="[parallel.pp] stages = 0-1,2-3 partitions the layers over pipeline stages, but [parallel] pp = 1 has none"
+refused_as stages-check "$want" "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp.stages=0-1,2-3
+refused_as stages-one "$want" "$P" train "$CFG" parallel.plugin=hybrid parallel.pp.stages=0-1,2-3 \
+  "run.out_dir=$W/stages-one"
+no_ranks stages-one
+"$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,2-3 >"$W/stages-pp2.out" 2>&1 ||
+  fail "stages at pp = 2: $(cat "$W/stages-pp2.out")"
+echo "layout key refusals OK"
