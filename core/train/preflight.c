@@ -287,6 +287,25 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
                                "sequence_parallel = false",
                                where);
     }
+    /* likewise a pipeline's settings without pipeline stages, whatever the
+     * plugin (dp, which has no pipeline, read none of them) */
+    plait_value pv;
+    const char *pp_where = "config";
+    if (sizes[PLAIT_AXIS_PP] == 1 && plait_config_get(cfg, "parallel.pp", "virtual_stages", &pv) == PLAIT_OK &&
+        pv.i != 1) {
+        plait_config_origin(cfg, "parallel.pp", "virtual_stages", &pp_where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel.pp] virtual_stages = %lld needs [parallel] pp >= 2 (pp is 1)", pp_where,
+                               (long long)pv.i);
+    }
+    if (sizes[PLAIT_AXIS_PP] == 1 && plait_config_get(cfg, "parallel.pp", "stages", &pv) == PLAIT_OK && pv.s && *pv.s) {
+        plait_config_origin(cfg, "parallel.pp", "stages", &pp_where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel.pp] stages = %s partitions the layers over pipeline stages, but "
+                               "[parallel] pp = 1 has none: set [parallel] pp >= 2 (one range a stage), or leave "
+                               "stages empty",
+                               pp_where, pv.s);
+    }
     const char *order = plait_config_str(cfg, "parallel", "order");
 
     plait_run run;

@@ -10,7 +10,8 @@
 # - [parallel.tp] sequence_parallel = true at tp = 1: the refusal names
 #   where the key was set;
 # - [parallel.pp] stages at pp = 1 (no pipeline stages: the partition was
-#   ignored, even one of several ranges): refused, as virtual_stages is.
+#   ignored, even one of several ranges): refused, as virtual_stages is;
+#   both refused under the dp plugin too, which ignored them.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
 P=$PLAIT_BIN
@@ -61,6 +62,12 @@ refused_as stages-check "$want" "$P" config check "$CFG" parallel.plugin=hybrid 
 refused_as stages-one "$want" "$P" train "$CFG" parallel.plugin=hybrid parallel.pp.stages=0-1,2-3 \
   "run.out_dir=$W/stages-one"
 no_ranks stages-one
+# the dp plugin, which has no pipeline, ignored both
+refused_as stages-dp "command line 'parallel.pp.stages=x': [parallel.pp] stages = x partitions the layers" \
+  "$P" config check "$CFG" parallel.plugin=dp parallel.pp.stages=x
+refused_as vstages-dp "command line 'parallel.pp.virtual_stages=2': [parallel.pp] virtual_stages = 2 needs [parallel] pp >= 2" \
+  "$P" train "$CFG" parallel.plugin=dp parallel.pp.virtual_stages=2 "run.out_dir=$W/vstages-dp"
+no_ranks vstages-dp
 "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,2-3 >"$W/stages-pp2.out" 2>&1 ||
   fail "stages at pp = 2: $(cat "$W/stages-pp2.out")"
 echo "layout key refusals OK"
