@@ -341,21 +341,34 @@ static plait_status check_rope_scaling(const plait_config *cfg) {
     return PLAIT_OK;
 }
 
+/* Where a refusal of [model] `a` against `b` (NULL: `a` alone) was set,
+ * for its message ("a.ini:12", "command line 'model.n_head=5'"): the
+ * later of the two to be given (the command line over the environment
+ * over the file over the default), `a` where both came alike. */
+static const char *key_where(const plait_config *cfg, const char *a, const char *b) {
+    const char *wa = NULL, *wb = NULL;
+    const plait_value_origin oa = plait_config_origin(cfg, "model", a, &wa);
+    if (b && plait_config_origin(cfg, "model", b, &wb) > oa && oa != PLAIT_ORIGIN_DERIVED && wb) return wb;
+    return wa ? wa : "config";
+}
+
 static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t n_embd, int64_t *kv, int64_t *ffn,
                                 int64_t *hs) {
     *kv = plait_config_int(cfg, "model", "n_kv_head");
     if (*kv == 0) *kv = n_head;
     if (n_head % *kv != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] n_kv_head = %lld does not divide n_head = %lld: each key/value head serves "
-                               "n_head / n_kv_head query heads (allowed: a divisor of %lld; 1 is multi-query)",
-                               (long long)*kv, (long long)n_head, (long long)n_head);
+                               "%s: [model] n_kv_head = %lld does not divide n_head = %lld: each key/value head "
+                               "serves n_head / n_kv_head query heads (allowed: a divisor of %lld; 1 is multi-query)",
+                               key_where(cfg, "n_kv_head", "n_head"), (long long)*kv, (long long)n_head,
+                               (long long)n_head);
     const int64_t given = plait_config_int(cfg, "model", "head_dim");
     const int64_t HS = given ? given : n_embd / n_head;
     if (HS % 2 != 0 || HS > PLAIT_ATTENTION_FUSED_MAX_HS)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] %s = %lld: the llama arch's head size must be even (rotary positions rotate "
-                               "pairs) and at most %d (its fused attention)",
+                               "%s: [model] %s = %lld: the llama arch's head size must be even (rotary positions "
+                               "rotate pairs) and at most %d (its fused attention)",
+                               key_where(cfg, given ? "head_dim" : "n_embd", given ? NULL : "n_head"),
                                given ? "head_dim" : "n_embd / n_head", (long long)HS, PLAIT_ATTENTION_FUSED_MAX_HS);
     *hs = HS;
     if (plait_config_float(cfg, "model", "rope_theta") <= 0)
@@ -371,10 +384,11 @@ static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t
 }
 
 /* [model] `key` = v refused for being more than `bound` = max. */
-static plait_status over(const char *key, int64_t v, const char *bound, int64_t max, const char *why) {
+static plait_status over(const plait_config *cfg, const char *key, int64_t v, const char *bound, int64_t max,
+                         const char *why) {
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "[model] %s = %lld is more than %s = %lld: %s (allowed: 1 to %lld)", key, (long long)v,
-                           bound, (long long)max, why, (long long)max);
+                           "%s: [model] %s = %lld is more than %s = %lld: %s (allowed: 1 to %lld)",
+                           key_where(cfg, key, bound), key, (long long)v, bound, (long long)max, why, (long long)max);
 }
 
 /* The [model] moe_* keys together: none on a dense model (they would be
@@ -412,8 +426,8 @@ static plait_status check_moe(const plait_config *cfg, const char *arch, int64_t
                                "more, or 0 for a dense model",
                                where);
     const int64_t k = plait_config_int(cfg, "model", "moe_top_k"), every = plait_config_int(cfg, "model", "moe_every");
-    if (k > E) return over("moe_top_k", k, "moe_experts", E, "each token goes to k different experts");
-    if (every > n_layer) return over("moe_every", every, "n_layer", n_layer, "no block would be sparse");
+    if (k > E) return over(cfg, "moe_top_k", k, "moe_experts", E, "each token goes to k different experts");
+    if (every > n_layer) return over(cfg, "moe_every", every, "n_layer", n_layer, "no block would be sparse");
     out->experts = (int32_t)E;
     out->top_k = (int32_t)k;
     out->shared = (int32_t)plait_config_int(cfg, "model", "moe_shared_experts");
@@ -491,9 +505,9 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, 
     /* a llama with head_dim has heads of their own size */
     if ((is_gpt || (is_llama && plait_config_int(cfg, "model", "head_dim") == 0)) && n_embd % n_head != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] n_embd = %lld is not a multiple of n_head = %lld: "
+                               "%s: [model] n_embd = %lld is not a multiple of n_head = %lld: "
                                "each head needs n_embd / n_head channels",
-                               (long long)n_embd, (long long)n_head);
+                               key_where(cfg, "n_embd", "n_head"), (long long)n_embd, (long long)n_head);
     plait_status kst = refuse_llama_keys(cfg, arch, is_llama);
     if (kst != PLAIT_OK) return kst;
     const char *rc = plait_config_str(cfg, "model", "recompute"), *where;

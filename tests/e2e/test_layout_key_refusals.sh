@@ -11,7 +11,9 @@
 #   where the key was set;
 # - [parallel.pp] stages at pp = 1 (no pipeline stages: the partition was
 #   ignored, even one of several ranges): refused, as virtual_stages is;
-#   both refused under the dp plugin too, which ignored them.
+#   both refused under the dp plugin too, which ignored them;
+# - the model's rules between its keys (n_embd and n_head, moe_top_k and
+#   moe_experts, ...): the refusal names where the key was set.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
 P=$PLAIT_BIN
@@ -70,4 +72,17 @@ refused_as vstages-dp "command line 'parallel.pp.virtual_stages=2': [parallel.pp
 no_ranks vstages-dp
 "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,2-3 >"$W/stages-pp2.out" 2>&1 ||
   fail "stages at pp = 2: $(cat "$W/stages-pp2.out")"
+# the model's rules between its keys name where the key was set: the
+# config file's line, or the command line
+sed 's/^n_head = 4$/n_head = 5/' "$CFG" >"$W/heads.ini"
+line=$(grep -n '^n_embd = 64' "$W/heads.ini" | cut -d: -f1) # both from the file: the first key's line
+refused_as heads-file "$W/heads.ini:$line: [model] n_embd = 64 is not a multiple of n_head = 5" \
+  "$P" config check "$W/heads.ini"
+refused_as heads-cli "command line 'model.n_head=5': [model] n_embd = 64 is not a multiple of n_head = 5" \
+  "$P" train "$CFG" model.n_head=5 "run.out_dir=$W/heads-cli"
+no_ranks heads-cli
+refused_as topk "command line 'model.moe_top_k=5': [model] moe_top_k = 5 is more than moe_experts = 4" \
+  "$P" config check "$CFG" model.moe_experts=4 model.moe_top_k=5
+refused_as kv "command line 'model.n_kv_head=3': [model] n_kv_head = 3 does not divide n_head = 4" \
+  "$P" config check "$CFG" model.arch=llama model.n_kv_head=3
 echo "layout key refusals OK"
