@@ -351,6 +351,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
     out->cp = 1; /* nor one without "cpN" context parallelism */
     out->ep = 1; /* nor "epN" expert parallelism */
     int has_mb = 0;
+    long long given_v = 0; /* a "vN" word's N */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
     for (char *save = NULL, *w = strtok_r(buf, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
@@ -362,7 +363,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
         else if (number_after(w, "cp", &v)) out->cp = (int)v;
         else if (number_after(w, "ep", &v)) out->ep = (int)v;
         else if (number_after(w, "mb", &v)) out->micro_batch = v, has_mb = 1;
-        else if (number_after(w, "v", &v)) out->chunks = (int)v;
+        else if (number_after(w, "v", &v)) out->chunks = (int)v, given_v = v;
         else if (w[0] == 'b' && wl > 2 && w[wl - 1] == 'M' && bucket_of(w, &v)) out->bucket_mb = (int)v;
         else if (!strcmp(w, "gpipe") || !strcmp(w, "1f1b") || !strcmp(w, "interleaved") || !strcmp(w, "zb1"))
             snprintf(out->schedule, sizeof out->schedule, "%s", w);
@@ -384,6 +385,23 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
                                "layout '%s': sp (sequence parallelism) splits the sequence over the tp group: it "
                                "needs tp 2 or more, not tp %d",
                                text, out->tp);
+    /* a chunk count the layout cannot run is refused, as train refuses
+     * it, never explained as another layout */
+    if (given_v > 1 && out->pp <= 1)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "layout '%s': v%lld (model chunks a pipeline stage) needs a pipeline: pp 2 or more, "
+                               "not pp %d",
+                               text, given_v, out->pp);
+    if (given_v > 1 && out->pp > 1 && strcmp(out->schedule, "interleaved") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "layout '%s': v%lld (model chunks a stage) is weighed for the interleaved schedule, "
+                               "and %s runs one chunk a stage here (write interleaved v%lld, or leave v%lld out)",
+                               text, given_v, out->schedule[0] ? out->schedule : "1f1b", given_v, given_v);
+    if (given_v == 1 && out->pp > 1 && strcmp(out->schedule, "interleaved") == 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "layout '%s': interleaved runs 2 or more model chunks a stage, not v1 (write v2 or "
+                               "more, or 1f1b)",
+                               text);
     if (out->pp <= 1) {
         out->schedule[0] = 0;
         out->chunks = 1;

@@ -100,6 +100,20 @@ static void test_sequence_parallel_activations(void **state) {
     assert_int_equal(plait_cost_layout_parse("dp2 tp4 pp1", &l, &back), PLAIT_OK);
     assert_false(back.sp);
     assert_int_not_equal(plait_cost_layout_parse("dp8 tp1 pp1 sp", &l, &back), PLAIT_OK);
+    /* chunks a layout cannot run are refused, not explained as another
+     * layout (v2 of 1f1b, zb1 or gpipe read as one chunk; interleaved v1
+     * read as v2; v2 without a pipeline dropped) */
+    assert_int_not_equal(plait_cost_layout_parse("dp4 tp1 pp2 1f1b v2", &l, &back), PLAIT_OK);
+    assert_int_not_equal(plait_cost_layout_parse("dp4 tp1 pp2 zb1 v2", &l, &back), PLAIT_OK);
+    assert_int_not_equal(plait_cost_layout_parse("dp4 tp1 pp2 gpipe v4", &l, &back), PLAIT_OK);
+    assert_int_not_equal(plait_cost_layout_parse("dp4 tp1 pp2 interleaved v1", &l, &back), PLAIT_OK);
+    assert_int_not_equal(plait_cost_layout_parse("dp8 tp1 pp1 interleaved v2", &l, &back), PLAIT_OK);
+    assert_int_equal(plait_cost_layout_parse("dp4 tp1 pp2 interleaved v4", &l, &back), PLAIT_OK);
+    assert_int_equal(back.chunks, 4);
+    assert_int_equal(plait_cost_layout_parse("dp4 tp1 pp2 v2 interleaved", &l, &back), PLAIT_OK);
+    assert_int_equal(back.chunks, 2);
+    assert_int_equal(plait_cost_layout_parse("dp4 tp1 pp2 1f1b v1", &l, &back), PLAIT_OK);
+    assert_int_equal(back.chunks, 1);
     assert_null(plait_cost_sp_refuses(&l, 64, why, sizeof why));
     assert_non_null(plait_cost_sp_refuses(&l, 66, why, sizeof why));
     assert_non_null(strstr(why, "block_size 66 does not divide by tp 4"));
