@@ -13,7 +13,8 @@
 #   ignored, even one of several ranges): refused, as virtual_stages is;
 #   both refused under the dp plugin too, which ignored them;
 # - the model's rules between its keys (n_embd and n_head, moe_top_k and
-#   moe_experts, ...): the refusal names where the key was set.
+#   moe_experts, ...) and the tp plugin's (tp against n_head, n_kv_head
+#   and the MLP's width): the refusal names where the key was set.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
 P=$PLAIT_BIN
@@ -85,4 +86,9 @@ refused_as topk "command line 'model.moe_top_k=5': [model] moe_top_k = 5 is more
   "$P" config check "$CFG" model.moe_experts=4 model.moe_top_k=5
 refused_as kv "command line 'model.n_kv_head=3': [model] n_kv_head = 3 does not divide n_head = 4" \
   "$P" config check "$CFG" model.arch=llama model.n_kv_head=3
+# the tp plugin's refusals name where [parallel] tp was set
+refused_as tp3 "command line 'parallel.tp=3': [parallel] tp = 3 does not divide [model] n_head = 4" \
+  "$P" config check "$CFG" parallel.plugin=hybrid parallel.tp=3
+refused_as tp-ffn "command line 'parallel.tp=2': [parallel] tp = 2 does not divide the MLP width 129 ([model] ffn_hidden)" \
+  "$P" config check "$CFG" parallel.plugin=hybrid parallel.tp=2 model.arch=llama model.ffn_hidden=129
 echo "layout key refusals OK"

@@ -274,20 +274,27 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     const int grown = m->struct_size >= offsetof(plait_model_spec, ffn_hidden) + sizeof m->ffn_hidden;
     const int heads = strcmp(m->arch, "mlp") != 0, ffn = grown ? m->ffn_hidden : 4 * m->n_embd;
     const int kv = grown ? m->n_kv_head : m->n_head;
+    /* where [parallel] tp was set, for the refusals below (a core before
+     * config_where has none: the key alone then) */
+    const char *where = PLAIT_HOST_HAS(host, config_where) ? host->config_where(init->config, "parallel", "tp") : NULL;
+    const char *sep = where ? ": " : "";
+    if (!where) where = "";
     if (tp > 1 && heads && m->n_head % tp != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives "
+                               "%s%s[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives "
                                "each rank whole attention heads (choose tp among the divisors of n_head)",
-                               tp, m->n_head);
+                               where, sep, tp, m->n_head);
     if (tp > 1 && heads && kv % tp != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel] tp = %d does not divide [model] n_kv_head = %d: tensor parallelism gives "
-                               "each rank whole key/value heads with their query heads (choose tp among the "
+                               "%s%s[parallel] tp = %d does not divide [model] n_kv_head = %d: tensor parallelism "
+                               "gives each rank whole key/value heads with their query heads (choose tp among the "
                                "divisors of n_kv_head)",
-                               tp, kv);
+                               where, sep, tp, kv);
     if (tp > 1 && ffn % tp != 0)
-        return host->set_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] tp = %d does not divide the MLP width %d", tp,
-                               ffn);
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s%s[parallel] tp = %d does not divide the MLP width %d ([model] %s): "
+                               "column-parallel products split it over the tp ranks (choose tp among its divisors)",
+                               where, sep, tp, ffn, strcmp(m->arch, "llama") == 0 ? "ffn_hidden" : "4 x n_embd");
     plait_value v;
     plait_status cst = host->config_get(init->config, SECTION, "sequence_parallel", &v);
     if (cst != PLAIT_OK) return cst;
