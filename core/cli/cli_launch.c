@@ -1,9 +1,11 @@
 /* `plait <command> -n N` and layouts that need several ranks: the CLI side
  * of the local launcher, on one host or one launcher per host (--nnodes),
  * with automatic restarts of `plait train` (--max-restarts). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/cli_elastic.h"
@@ -134,13 +136,24 @@ static plait_status multi_host(plait_launch_opts *lo, const plait_cli_job_opts *
     return st;
 }
 
+/* Whether the run directory went while the ranks ran: each rank makes it
+ * before anything a restart could mend fails, so after a failed attempt it
+ * is missing only where it was removed or moved away (rm -rf racing a
+ * save can fail the job before its rank 0 sees the directory gone). A
+ * restart would make it again and train from step 0 into it. */
+static int out_dir_gone(const char *out_dir) {
+    struct stat sb;
+    return out_dir && out_dir[0] && lstat(out_dir, &sb) != 0 && errno == ENOENT;
+}
+
 /* Launch `nranks` local ranks of argv (per host with --nnodes); with
  * max_restarts > 0, relaunch a failed job from its latest complete
- * checkpoint (argv gains run.resume=auto) up to that many times. `new_dir`:
- * the run directory holds no checkpoint before the first attempt
+ * checkpoint (argv gains run.resume=auto) up to that many times, unless
+ * its run directory `out_dir` went (out_dir_gone). `new_dir`: the run
+ * directory holds no checkpoint before the first attempt
  * (launch/restart.h). */
 static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *job, const char *rendezvous,
-                  int max_restarts, int new_dir) {
+                  int max_restarts, int new_dir, const char *out_dir) {
     if (getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: -n is for the outer command: this process is already rank %s of a "
                         "plait job\n", getenv("PLAIT_RANK"));
@@ -189,6 +202,13 @@ static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *j
             break;
         }
         if (code == 0 || res.interrupted || attempt >= max_restarts) break;
+        if (out_dir_gone(out_dir)) {
+            fprintf(stderr,
+                    "plait: not restarting: the run directory %s is gone (removed or moved away while the "
+                    "job ran); a restart would make it again and train from step 0\n",
+                    out_dir);
+            break;
+        }
         snprintf(reason, sizeof reason, "%s", res.message);
         fprintf(stderr, "plait: restart %d of %d: relaunching %d rank%s from the latest complete checkpoint\n",
                 attempt + 1, max_restarts, nranks, nranks == 1 ? "" : "s");
@@ -203,7 +223,7 @@ int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         return 2;
     }
-    return launch(nranks, argc, argv, job, NULL, 0, 0);
+    return launch(nranks, argc, argv, job, NULL, 0, 0, NULL);
 }
 
 /* NCCL drives one GPU per rank: ranks of one host sharing a device under
@@ -406,14 +426,14 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         char rdv[300];
         snprintf(rdv, sizeof rdv, "%s", plait_config_str(cfg, "comm", "rendezvous"));
         int new_dir = 0;
+        char out_dir[4096] = "";
         if (restarts > 0) {
-            char out_dir[4096];
             plait_train_out_dir(cfg, out_dir, sizeof out_dir);
             new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
         }
         *exit_code = plait_cli_print_placement(cfg, (int)(world / nodes), context)
                          ? 2
-                         : launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
+                         : launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir, out_dir);
     }
     plait_config_free(cfg);
     return 1;

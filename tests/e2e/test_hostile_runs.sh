@@ -237,6 +237,35 @@ grep -qF "the run directory $E2E_WORK/vanish was removed or moved away while the
 [ ! -e "$E2E_WORK/vanish" ] || fail "async: the run directory was recreated: $(ls "$E2E_WORK/vanish")"
 ! grep -q "restart 1 of 2" "$E2E_WORK/vanish.out" || fail "async: the job was restarted after its run directory went"
 rm -rf "${E2E_WORK:?}/vanished"
+# the same, the directory removed and then a rank killed before rank 0
+# looks at the directory again: the job fails as a lost peer fails it,
+# which a restart could mend, but for the directory: the launcher finds it
+# gone and makes no restart (which would make it again and train from
+# step 0 into it)
+rm -rf "${E2E_WORK:?}/vanish"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/vanish" run.steps=100000 run.ckpt_every=0 parallel.dp=2 \
+  run.debug_compute_sleep_ms=1000 --max-restarts 2 >"$E2E_WORK/vanish.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/vanish/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/vanish/metrics.csv")" -gt 2 ] && break
+  sleep 0.1
+done
+rank1=
+for p in $(pgrep -f "run.out_dir=$E2E_WORK/vanish"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx PLAIT_RANK=1 && rank1=$p
+done
+[ -n "$rank1" ] || fail "killed: rank 1 of the job not found"
+rm -rf "${E2E_WORK:?}/vanish"
+kill -9 "$rank1"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill $job; fail "killed: the job still ran 30 s after its run directory went"; fi
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "killed: the job exited 0: $(tail -n 1 "$E2E_WORK/vanish.out")"
+! grep -q "restart 1 of 2" "$E2E_WORK/vanish.out" || fail "killed: the job was restarted after its run directory went"
+[ ! -e "$E2E_WORK/vanish" ] || fail "killed: the run directory was made again: $(ls "$E2E_WORK/vanish")"
+grep -qE "not restarting: (the run directory $E2E_WORK/vanish is gone|a restart cannot mend this failure)" \
+  "$E2E_WORK/vanish.out" || fail "killed: no word on why the job was not restarted: $(tail -n 2 "$E2E_WORK/vanish.out")"
 # --- 10. a metrics row cut short (a full disk mid-write) before a resume
 train cut run.steps=4 run.ckpt_every=2
 rm -r "$E2E_WORK/cut/ckpt-00000004" # the resume starts after step 2
