@@ -256,8 +256,10 @@ static plait_status pp_plan(void *state, plait_plan *plan) {
              100.0 * bubble);
     if (s->v > 1 && m < s->p && s->mesh->world_rank == 0)
         h->log(PLAIT_LOG_WARN, COMPONENT,
-               "%d micro-batches per step is fewer than the %d stages: the bubble is %.1f%%; with m >= pp it "
-               "would be (p-1)/(v*m+p-1)", m, s->p, 100.0 * bubble);
+               "%d micro-batch%s a step, fewer than the %d stages: the bubble is %.1f%%; with %d (m = pp: a "
+               "smaller [data] micro_batch or more accumulation) it would be %.1f%% ((p-1)/(v*m+p-1))",
+               m, m == 1 ? "" : "es", s->p, 100.0 * bubble, s->p,
+               100.0 * pp_schedule_bubble(s->kind, s->p, s->p, s->v));
     return PLAIT_OK;
 }
 
