@@ -198,6 +198,14 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     snprintf(b->schedule, sizeof b->schedule, "%s", str_or(cfg, "parallel.pp", "schedule", "1f1b"));
     plait_value v;
     b->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;
+    /* train loops gpipe over a stage's chunks; the cost model weighs chunks
+     * for interleaved alone, so such a layout is said to be weighed as
+     * plain gpipe rather than taken for what train runs */
+    if (b->pp > 1 && b->chunks > 1 && strcmp(b->schedule, "gpipe") == 0)
+        fprintf(stderr,
+                "plait: note: [parallel.pp] schedule = gpipe with virtual_stages = %d runs %d chunks a stage; "
+                "the planner weighs gpipe with one chunk a stage (it models chunks for interleaved alone)\n",
+                b->chunks, b->chunks);
     snprintf(b->optim, sizeof b->optim, "%s", plait_config_str(cfg, "optim", "plugin"));
     snprintf(b->comm, sizeof b->comm, "%s", plait_config_str(cfg, "comm", "plugin"));
     const char *rc = plait_config_str(cfg, "model", "recompute");

@@ -115,3 +115,10 @@ grep -q '^training [0-9.e+]* tokens (\[run\] steps = [0-9]* of [0-9]* sequences 
 out=$("$PLAIT_BIN" plan "$CFG" --ranks 4 --tokens 3X 2>&1) && fail "--tokens 3X was taken: $out"
 grep -q "tokens takes a number of tokens, with K, M, B or T after it" <<<"$out" || fail "--tokens 3X: $out"
 echo "training time: --tokens 2.5B is $want days at the best layout's $best tokens/s; the config's run under --explain"
+# a config's gpipe over 2 chunks a stage (train runs it) is weighed as gpipe
+# of one chunk, and the plan says so rather than passing it off as train's
+out=$("$PLAIT_BIN" plan "$CFG" --ranks 4 --cluster "$CL" --top 1 parallel.pp=2 parallel.pp.schedule=gpipe \
+  parallel.pp.virtual_stages=2 2>&1) || fail "plan of a looped gpipe: $out"
+grep -qF "note: [parallel.pp] schedule = gpipe with virtual_stages = 2 runs 2 chunks a stage; the planner weighs gpipe with one chunk a stage" <<<"$out" ||
+  fail "a looped gpipe planned without a word: $(head -n 3 <<<"$out")"
+echo "looped gpipe: said to be weighed as gpipe of one chunk a stage"
