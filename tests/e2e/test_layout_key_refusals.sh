@@ -14,7 +14,8 @@
 #   both refused under the dp plugin too, which ignored them;
 # - the model's rules between its keys (n_embd and n_head, moe_top_k and
 #   moe_experts, ...) and the tp plugin's (tp against n_head, n_kv_head
-#   and the MLP's width): the refusal names where the key was set.
+#   and the MLP's width), and the pp plugin's (schedule, virtual_stages,
+#   stages): the refusal names where the key was set.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
 P=$PLAIT_BIN
@@ -91,4 +92,9 @@ refused_as tp3 "command line 'parallel.tp=3': [parallel] tp = 3 does not divide 
   "$P" config check "$CFG" parallel.plugin=hybrid parallel.tp=3
 refused_as tp-ffn "command line 'parallel.tp=2': [parallel] tp = 2 does not divide the MLP width 129 ([model] ffn_hidden)" \
   "$P" config check "$CFG" parallel.plugin=hybrid parallel.tp=2 model.arch=llama model.ffn_hidden=129
+# and the pp plugin's, where its [parallel.pp] key was set
+refused_as pp-interleaved "command line 'parallel.pp.schedule=interleaved': [parallel.pp] schedule = interleaved needs virtual_stages >= 2" \
+  "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
+refused_as pp-stages "command line 'parallel.pp.stages=0-1,3-3': [parallel.pp] stages:" \
+  "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
 echo "layout key refusals OK"

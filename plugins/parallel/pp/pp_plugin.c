@@ -52,6 +52,7 @@ typedef struct pp_state {
     const plait_host *host;
     const plait_mesh *mesh;
     const plait_model_spec *model;
+    const plait_config *config; /* create()'s, for where a key was set */
     pp_schedule_kind kind;
     int32_t p, v, stage;
     int deterministic;
@@ -77,14 +78,23 @@ static void pp_destroy(void *state) {
     h->free(s);
 }
 
+/* "FILE:LINE: " (or "command line '...': ") where [section] key was set,
+ * into buf; "" from a core without config_where. */
+static const char *where(const pp_state *s, const char *section, const char *key, char *buf, size_t n) {
+    const char *w = PLAIT_HOST_HAS(s->host, config_where) ? s->host->config_where(s->config, section, key) : NULL;
+    snprintf(buf, n, "%s%s", w ? w : "", w ? ": " : "");
+    return buf;
+}
+
 static plait_status read_config(pp_state *s, const plait_parallel_init *init, const char **stages) {
     const plait_host *h = s->host;
     plait_value val;
     plait_status st = h->config_get(init->config, SECTION, "schedule", &val);
     if (st != PLAIT_OK) return st;
+    char w[512];
     if (pp_schedule_parse(val.s, &s->kind) != 0)
-        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "[%s] schedule = %s: use gpipe, 1f1b, interleaved or zb1",
-                            SECTION, val.s ? val.s : "");
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "%s[%s] schedule = %s: use gpipe, 1f1b, interleaved or zb1",
+                            where(s, SECTION, "schedule", w, sizeof w), SECTION, val.s ? val.s : "");
     if ((st = h->config_get(init->config, SECTION, "virtual_stages", &val)) != PLAIT_OK) return st;
     s->v = (int32_t)val.i;
     if ((st = h->config_get(init->config, SECTION, "stages", &val)) != PLAIT_OK) return st;
@@ -94,25 +104,28 @@ static plait_status read_config(pp_state *s, const plait_parallel_init *init, co
 
 static plait_status check_layout(const pp_state *s) {
     const plait_host *h = s->host;
+    char w[512];
     if (s->kind == PP_SCHEDULE_INTERLEAVED && s->v < 2)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                            "[%s] schedule = interleaved needs virtual_stages >= 2 (it is %d); "
+                            "%s[%s] schedule = interleaved needs virtual_stages >= 2 (it is %d); "
                             "with one chunk per stage use schedule = 1f1b",
-                            SECTION, s->v);
+                            where(s, SECTION, "schedule", w, sizeof w), SECTION, s->v);
     if ((s->kind == PP_SCHEDULE_1F1B || s->kind == PP_SCHEDULE_ZB1) && s->v != 1)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                            "[%s] virtual_stages = %d needs schedule = interleaved (%s runs one model "
-                            "chunk per stage)", SECTION, s->v, pp_schedule_name(s->kind));
+                            "%s[%s] virtual_stages = %d needs schedule = interleaved (%s runs one model "
+                            "chunk per stage)",
+                            where(s, SECTION, "virtual_stages", w, sizeof w), SECTION, s->v, pp_schedule_name(s->kind));
     if (s->v > 1 && s->p < 2)
-        return h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                            "[%s] virtual_stages = %d needs [parallel] pp >= 2 (pp is %d)", SECTION, s->v, s->p);
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "%s[%s] virtual_stages = %d needs [parallel] pp >= 2 (pp is %d)",
+                            where(s, SECTION, "virtual_stages", w, sizeof w), SECTION, s->v, s->p);
     int64_t chunks = (int64_t)s->p * s->v;
     if (s->model->n_layers < chunks)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                            "[parallel] pp = %d x [%s] virtual_stages = %d makes %lld model chunks, but the "
+                            "%s[parallel] pp = %d x [%s] virtual_stages = %d makes %lld model chunks, but the "
                             "model has only %d layers (embedding, %d blocks, head) and each chunk needs one; "
                             "lower pp or virtual_stages, or raise [model] n_layer",
-                            s->p, SECTION, s->v, (long long)chunks, s->model->n_layers, s->model->n_layer);
+                            where(s, "parallel", "pp", w, sizeof w), s->p, SECTION, s->v, (long long)chunks,
+                            s->model->n_layers, s->model->n_layer);
     return PLAIT_OK;
 }
 
@@ -123,7 +136,9 @@ static plait_status make_partition(pp_state *s, const char *stages) {
     plait_status st;
     if (stages && *stages) {
         st = plait_partition_parse(stages, n, k, s->bounds, err, sizeof err);
-        if (st != PLAIT_OK) return h->set_error(st, "[%s] %s", SECTION, err);
+        char w[512];
+        if (st != PLAIT_OK)
+            return h->set_error(st, "%s[%s] %s", where(s, SECTION, "stages", w, sizeof w), SECTION, err);
         return PLAIT_OK;
     }
     double *costs = h->alloc((size_t)n * sizeof *costs, PLAIT_MEM_HOST, 0, "pp plan");
@@ -203,6 +218,7 @@ static plait_status pp_create(const plait_parallel_init *init, void **state) {
     s->host = h;
     s->mesh = mesh;
     s->model = init->model;
+    s->config = init->config;
     s->p = mesh->pp;
     s->stage = mesh->pp_rank;
     s->deterministic = init->deterministic;
