@@ -8,7 +8,8 @@
 # - [run] residual = bf16 on a float32 run: the same, in config check's
 #   words, naming where the key and the precision came from;
 # - [parallel.tp] sequence_parallel = true at tp = 1: the refusal names
-#   where the key was set;
+#   where the key was set; of the mlp arch (no norms to split: the key
+#   was ignored), refused;
 # - [parallel.pp] stages at pp = 1 (no pipeline stages: the partition was
 #   ignored, even one of several ranges): refused, as virtual_stages is;
 #   both refused under the dp plugin too, which ignored them;
@@ -97,4 +98,7 @@ refused_as pp-interleaved "command line 'parallel.pp.schedule=interleaved': [par
   "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
 refused_as pp-stages "command line 'parallel.pp.stages=0-1,3-3': [parallel.pp] stages:" \
   "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
+# sequence parallelism of the mlp arch, which has no norms to split (the key was ignored)
+refused_as sp-mlp "command line 'parallel.tp.sequence_parallel=true': [parallel.tp] sequence_parallel = true splits a decoder's norms" \
+  "$P" config check "$CFG" parallel.plugin=hybrid parallel.tp=2 model.arch=mlp parallel.tp.sequence_parallel=true
 echo "layout key refusals OK"

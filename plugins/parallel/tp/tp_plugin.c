@@ -301,6 +301,18 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     const int sp = v.i != 0;
     if ((cst = host->config_get(init->config, SECTION, "overlap", &v)) != PLAIT_OK) return cst;
     const int overlap = v.i != 0;
+    /* the mlp arch's blocks run no norm a sequence split would spare:
+     * its model reads no such split, so the key would be ignored */
+    if (sp && !heads) {
+        const char *sw = PLAIT_HOST_HAS(host, config_where)
+                             ? host->config_where(init->config, SECTION, "sequence_parallel")
+                             : NULL;
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s%s[%s] sequence_parallel = true splits a decoder's norms and residual stream "
+                               "along the sequence (the gpt and llama archs); the mlp arch has none to split: set "
+                               "sequence_parallel = false",
+                               sw ? sw : "", sw ? ": " : "", SECTION);
+    }
     if (sp && (cst = sequence_check(host, tp, m->block_size, heads ? m->n_head : m->block_size)) != PLAIT_OK)
         return cst;
     tp_state *s = calloc(1, sizeof *s);
