@@ -110,7 +110,7 @@ static plait_status check_offload(const plait_config *cfg) {
  * plan trains in the cluster's precision where the config sets none. The
  * device's part (kernels that widen bf16) is the model's, and config
  * check's, which asks the device. */
-static plait_status check_residual(const plait_config *cfg) {
+plait_status plait_check_residual(const plait_config *cfg) {
     const char *precision = plait_config_str(cfg, "run", "precision"), *where = "config", *p_where = "config";
     if (strcmp(plait_config_str(cfg, "run", "residual"), "bf16") != 0 || !strcmp(precision, "bf16")) return PLAIT_OK;
     plait_config_origin(cfg, "run", "residual", &where);
@@ -200,7 +200,7 @@ plait_status plait_layout_preflight(plait_config *cfg) {
     int precision;
     plait_status st = plait_precision_from_config(cfg, &precision);
     if (st == PLAIT_OK) st = preflight(cfg, 1, NULL, NULL); /* the key rules first, as a rank checks them */
-    if (st == PLAIT_OK) st = check_residual(cfg);
+    if (st == PLAIT_OK) st = plait_check_residual(cfg);
     return st == PLAIT_OK ? plait_check_run_optimizer(cfg) : st; /* after the batch's own checks */
 }
 

@@ -71,6 +71,12 @@ plait_status plait_check_optimizer(const plait_config *cfg, const plait_optim_op
  * values, as a rank would. Not thread-safe. */
 plait_status plait_check_run_optimizer(plait_config *cfg);
 
+/* [run] residual = bf16 on a run that is not bf16, refused naming where
+ * both keys were set: by plait_layout_preflight, and by every rank started
+ * without it before its run directory (mpirun, srun). The device's part is
+ * the model's. PLAIT_ERR_INVALID_CONFIG. Reads cfg only. */
+plait_status plait_check_residual(const plait_config *cfg);
+
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/cost): the rank's mesh, the global model, the batch and the plan the
  * parallel plugin made. Valid only during the call. */

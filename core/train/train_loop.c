@@ -203,6 +203,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     const int alone = plait_mesh_world_size(cfg) == 1;
     plait_status st = alone ? plait_layout_preflight(cfg) : plait_check_key_rules(cfg);
     if (st == PLAIT_OK && !alone) st = plait_check_run_optimizer(cfg);
+    if (st == PLAIT_OK && !alone) st = plait_check_residual(cfg);
     if (st == PLAIT_OK) st = plait_train_check_trace(cfg);
     if (st == PLAIT_OK) st = plait_train_check_inputs(cfg);
     struct stat sb;

@@ -36,6 +36,17 @@ done
 same_losses srun local_dp4 0
 same_params srun local_dp4 bits
 
+# a setting every rank refuses, started by srun (no plait launcher to
+# check it first): refused before any task makes the run directory
+rm -rf "$E2E_WORK/srun-refused"
+if timeout 120 srun -N1 -n2 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/srun-refused" parallel.dp=2 \
+  run.residual=bf16 comm.timeout=60 >"$E2E_WORK/srun-refused.out" 2>&1; then
+  fail "srun: residual = bf16 on a float32 run trained"
+fi
+grep -qF "command line 'run.residual=bf16': [run] residual = bf16 needs [run] precision = bf16" \
+  "$E2E_WORK/srun-refused.out" || fail "srun: unclear refusal: $(tail -n 3 "$E2E_WORK/srun-refused.out")"
+[ ! -e "$E2E_WORK/srun-refused" ] || fail "srun: the refused run made its run directory: $(ls "$E2E_WORK/srun-refused")"
+
 # sbatch: the documented script, one launcher per node
 rm -rf "$E2E_WORK/sbatch"
 # shellcheck disable=SC2086
