@@ -365,6 +365,73 @@ static plait_status check_moe_meta(const plait_weights *w) {
     return PLAIT_OK;
 }
 
+/* A GPT-2 config.json beside the weights (a save_pretrained directory's,
+ * plait export's, nanoGPT's GPTConfig): what the shapes cannot tell must
+ * be what plait computes. The head count must be the run's; GPT2Config's
+ * layer_norm_epsilon, activation_function and attention scaling must be
+ * plait's GPT (LayerNorm eps 1e-5, tanh GELU, 1/sqrt(head size)). A key
+ * left out takes GPT2Config's default where the file says model_type
+ * gpt2, and is not compared otherwise (nanoGPT's has no model_type); a
+ * file of another model_type is left to the tensors' names. */
+static plait_status check_gpt2_config(const char *path, const plait_model_spec *spec) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_status st = plait_fs_read_small_file(path, 1 << 20, &text, &len);
+    plait_json_doc *doc = NULL;
+    if (st == PLAIT_OK) st = plait_json_parse_any(text, len, path, &doc);
+    const plait_json *root = st == PLAIT_OK ? plait_json_root(doc) : NULL;
+    if (st == PLAIT_OK && root->type != PLAIT_JSON_OBJECT)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: not a JSON object (a model's config.json is one)",
+                             path);
+    const plait_json *type = root && st == PLAIT_OK ? plait_json_get(root, "model_type") : NULL;
+    const int gpt2 = type && type->type == PLAIT_JSON_STRING && !strcmp(type->str, "gpt2");
+    if (st == PLAIT_OK && (gpt2 || !type)) {
+        const plait_json *heads = plait_json_get(root, "n_head");
+        if (heads && heads->type != PLAIT_JSON_INT)
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: 'n_head' is not an integer", path);
+        else if ((heads || gpt2) && (heads ? heads->num : 12) != spec->n_head)
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "weights %s: n_head = %lld%s, but the run has [model] n_head = %d: the shapes agree, "
+                                 "the attention would not (give model.n_head=%lld to load it)",
+                                 path, (long long)(heads ? heads->num : 12), heads ? "" : " (GPT2Config's default)",
+                                 (int)spec->n_head, (long long)(heads ? heads->num : 12));
+    }
+    if (st == PLAIT_OK && gpt2) {
+        const plait_json *eps = plait_json_get(root, "layer_norm_epsilon");
+        const double e = !eps                           ? 1e-5
+                         : eps->type == PLAIT_JSON_REAL ? eps->real
+                         : eps->type == PLAIT_JSON_INT  ? (double)eps->num
+                                                        : -1;
+        if (!(fabs(e - 1e-5) <= 1e-12))
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "weights %s: layer_norm_epsilon is not 1e-05: plait's GPT LayerNorm adds 1e-5, so "
+                                 "the model could not compute what it was trained to",
+                                 path);
+    }
+    if (st == PLAIT_OK && gpt2) {
+        const plait_json *act = plait_json_get(root, "activation_function");
+        const char *a = !act ? "gelu_new" : act->type == PLAIT_JSON_STRING ? act->str : NULL;
+        if (!a || (strcmp(a, "gelu_new") && strcmp(a, "gelu_pytorch_tanh") && strcmp(a, "gelu_fast")))
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "weights %s: activation_function = %s%s%s: plait's GPT computes GELU's tanh "
+                                 "approximation (allowed: gelu_new, gelu_pytorch_tanh, gelu_fast)",
+                                 path, a ? "'" : "", a ? a : "(not a string)", a ? "'" : "");
+    }
+    static const char *const flags[] = {"scale_attn_weights", "scale_attn_by_inverse_layer_idx"};
+    for (int i = 0; i < 2 && st == PLAIT_OK && gpt2; i++) {
+        const plait_json *f = plait_json_get(root, flags[i]);
+        const int want = i == 0;
+        if (f && (f->type != PLAIT_JSON_BOOL || (int)f->num != want))
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "weights %s: %s is not %s: plait's GPT scales attention by 1/sqrt(head size) alone, "
+                                 "so the model could not compute what it was trained to",
+                                 path, flags[i], want ? "true" : "false");
+    }
+    plait_json_free(doc);
+    free(text);
+    return st;
+}
+
 static plait_status open_gpt(plait_weights *w) {
     const plait_st_tensor *head = NULL;
     plait_status st = check_arch(w);
@@ -636,6 +703,12 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
     } else {
         st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
         st = st == PLAIT_OK ? open_gpt(w) : plait_wrap_error(st, "[run] init_from");
+        /* config.json beside the model: the directory's, or the file's own directory's */
+        char config[PATH_MAX];
+        snprintf(config, sizeof config, "%s", w->path);
+        char *slash = strrchr(config, '/');
+        snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0), "config.json");
+        if (st == PLAIT_OK && stat(config, &sb) == 0) st = check_gpt2_config(config, spec);
     }
     if (st != PLAIT_OK) goto fail;
     *out = w;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "checkpoint/gpt2_names.h"
 #include "checkpoint/weights_import.h"
@@ -408,6 +409,64 @@ static void test_refusals(void **state) {
                    (const char *const[]){"arch = mlp", NULL});
 }
 
+/* A config.json beside a Hugging Face GPT-2 file: what the shapes cannot
+ * tell (the head count, the LayerNorm epsilon, the activation, the
+ * attention's scaling) must be what the run computes, or it is refused
+ * naming the key; plait's own values load. */
+static void write_config(const char *dir, const char *json) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(json, f);
+    fclose(f);
+}
+
+static void test_hf_config_json(void **state) {
+    (void)state;
+    char dir[512], model[600], buf[256], json[512];
+    snprintf(dir, sizeof dir, "%s/hfdir", tmpdir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(model, sizeof model, "%s/model.safetensors", dir);
+    write_variant(model, 0);
+    const char *good = "{\"model_type\": \"gpt2\", \"n_head\": %d, \"n_embd\": 32, \"layer_norm_epsilon\": "
+                       "1e-05, \"activation_function\": \"gelu_new\", \"scale_attn_weights\": true, "
+                       "\"scale_attn_by_inverse_layer_idx\": false%s}";
+    snprintf(json, sizeof json, good, H, "");
+    write_config(dir, json);
+    harness h;
+    assert_int_equal(harness_init(&h, ini(buf, sizeof buf, L, C, T, V), B, 1, 0, NULL), 0);
+    if (load(&h, dir) != PLAIT_OK) fail_msg("%s: %s", dir, plait_last_error());
+    if (load(&h, model) != PLAIT_OK) fail_msg("%s: %s", model, plait_last_error());
+    harness_free(&h);
+    /* the same shapes with other heads: the file's count, and what to give */
+    snprintf(json, sizeof json, good, 2, "");
+    write_config(dir, json);
+    expect_refusal(dir, ini(buf, sizeof buf, L, C, T, V),
+                   (const char *const[]){"config.json", "n_head = 2", "n_head = 4", "model.n_head=2", NULL});
+    expect_refusal(model, ini(buf, sizeof buf, L, C, T, V), (const char *const[]){"model.n_head=2", NULL});
+    /* left out: GPT2Config's 12 */
+    write_config(dir, "{\"model_type\": \"gpt2\"}");
+    expect_refusal(dir, ini(buf, sizeof buf, L, C, T, V),
+                   (const char *const[]){"n_head = 12 (GPT2Config's default)", NULL});
+    /* nanoGPT's GPTConfig fields (no model_type): the head count compared */
+    write_config(dir, "{\"n_layer\": 2, \"n_head\": 8, \"n_embd\": 32}");
+    expect_refusal(dir, ini(buf, sizeof buf, L, C, T, V), (const char *const[]){"n_head = 8", NULL});
+    const char *const features[][2] = {
+        {", \"activation_function\": \"relu\"", "activation_function = 'relu'"},
+        {", \"layer_norm_epsilon\": 1e-6", "layer_norm_epsilon"},
+        {", \"scale_attn_by_inverse_layer_idx\": true", "scale_attn_by_inverse_layer_idx"},
+        {", \"scale_attn_weights\": false", "scale_attn_weights"},
+    };
+    for (size_t i = 0; i < sizeof features / sizeof features[0]; i++) {
+        /* the later member of the same name: written in its place instead */
+        snprintf(json, sizeof json, "{\"model_type\": \"gpt2\", \"n_head\": %d%s}", H, features[i][0]);
+        write_config(dir, json);
+        expect_refusal(dir, ini(buf, sizeof buf, L, C, T, V),
+                       (const char *const[]){"config.json", features[i][1], NULL});
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     const char *src = getenv("PLAIT_SOURCE_DIR");
@@ -427,11 +486,14 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hf_logits_match_pytorch), cmocka_unit_test(test_padded_vocab_and_short_context),
+        cmocka_unit_test(test_hf_logits_match_pytorch),
+        cmocka_unit_test(test_padded_vocab_and_short_context),
         cmocka_unit_test(test_names_and_layouts),
-        cmocka_unit_test(test_bf16_weights),       cmocka_unit_test(test_tp_slices),
+        cmocka_unit_test(test_bf16_weights),
+        cmocka_unit_test(test_tp_slices),
         cmocka_unit_test(test_other_writers_layouts),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_hf_config_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
