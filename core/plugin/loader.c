@@ -204,11 +204,38 @@ static plait_status call_entry(void *arg) {
     return c->entry(PLAIT_ABI_VERSION, g_plugin_host, &c->descs, &c->n);
 }
 
+static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl);
+
+/* A file named libplait-<kind>-<name>.so holds a plugin of that kind:
+ * checked before the descriptors' function tables, which are read as the
+ * kind the descriptor says (a table of another kind would be refused for
+ * lacking that kind's functions, naming neither kind). */
+static plait_status check_file_kind(const char *path, const plait_plugin_desc *const *descs, size_t n) {
+    const char *base = strrchr(path, '/');
+    char kind[64], name[128];
+    if (parse_file_name(base ? base + 1 : path, kind, sizeof kind, name, sizeof name) != 0) return PLAIT_OK;
+    uint32_t k = plait_kind_parse(kind);
+    if (!k) return PLAIT_OK; /* check_file_name names the unknown kind */
+    for (size_t i = 0; i < n; i++)
+        if (descs[i]->kind == k) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_ABI,
+                           "%s: file name says %s/%s but the plugin inside calls itself %s/%s; rename "
+                           "the file libplait-%s-%s.so or fix the descriptor's kind",
+                           path, kind, name, plait_kind_name(descs[0]->kind), descs[0]->name,
+                           plait_kind_name(descs[0]->kind), descs[0]->name);
+}
+
 /* Each descriptor a file's entry handed over checked, and its kind and
  * name unique in the file and among the plugins already loaded; the
  * caller closes the file on an error (the message may name strings of the
  * plugin's). */
 static plait_status check_descriptors(const char *real, const plait_plugin_desc *const *descs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        plait_status st = plait_check_descriptor_head(real, descs[i]);
+        if (st != PLAIT_OK) return st;
+    }
+    plait_status kst = check_file_kind(real, descs, n);
+    if (kst != PLAIT_OK) return kst;
     for (size_t i = 0; i < n; i++) {
         plait_status st = plait_check_descriptor(real, descs[i]);
         if (st != PLAIT_OK) return st;
@@ -512,10 +539,21 @@ void plait_plugin_call_enter(plait_plugin_call *call, uint32_t kind, const void 
     plait_exit_guard_enter("inside %s's %s()", who, fn);
     *call = (plait_plugin_call){.kind = kind, .ops = ops, .fn = fn};
     plait_process_state_take(&call->before);
+    call->sets = plait_error_sets();
+}
+
+plait_status plait_plugin_said(uint32_t kind, const void *ops, const char *fn, uint64_t sets, plait_status st) {
+    if (st == PLAIT_OK || plait_error_sets() != sets) return st;
+    char who[128];
+    return plait_set_error(st,
+                           "%s's %s() returned '%s' without a message (plait/types.h: a failing function calls "
+                           "host->set_error first)",
+                           plugin_named(kind, ops, who, sizeof who), fn, plait_status_name(st));
 }
 
 plait_status plait_plugin_call_leave(plait_plugin_call *call, plait_status st) {
     plait_exit_guard_leave();
+    st = plait_plugin_said(call->kind, call->ops, call->fn, call->sets, st);
     char who[128], subject[192];
     snprintf(subject, sizeof subject, "%s's %s()", plugin_named(call->kind, call->ops, who, sizeof who), call->fn);
     return refuse_if_changed(&call->before, st, subject);

@@ -67,6 +67,7 @@ typedef struct plait_plugin_call {
     const void *ops;
     const char *fn; /* static text: "init" */
     plait_process_state before;
+    uint64_t sets; /* plait_error_sets() on entry */
 } plait_plugin_call;
 /* The calling thread enters the function `fn` of the plugin of `kind`
  * whose table is `ops`. */
@@ -76,6 +77,12 @@ void plait_plugin_call_enter(plait_plugin_call *call, uint32_t kind, const void 
  * names the plugin, the call and each change; a plugin's own failure
  * message, if any, follows). */
 plait_status plait_plugin_call_leave(plait_plugin_call *call, plait_status st);
+/* The status `st` that function `fn` of the plugin of `kind` whose table is
+ * `ops` returned, with a message naming the plugin and the function where
+ * it failed without calling host->set_error (plait/types.h: a failing call
+ * has set one) since `sets` (plait_error_sets() before the call): else the
+ * caller would pass on whatever message an earlier call left behind. */
+plait_status plait_plugin_said(uint32_t kind, const void *ops, const char *fn, uint64_t sets, plait_status st);
 
 /* Directories searched, in order (owned by the loader). */
 size_t plait_plugin_dirs(const char *const **dirs);

@@ -89,7 +89,7 @@ static int valid_name(const char *s) {
     return 1;
 }
 
-plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d) {
+plait_status plait_check_descriptor_head(const char *path, const plait_plugin_desc *d) {
     if (!d) return plait_set_error(PLAIT_ERR_ABI, "%s: the entry returned a NULL descriptor", path);
     if (d->struct_size < PLAIT_DESC_V1_0_SIZE)
         return plait_set_error(PLAIT_ERR_ABI,
@@ -120,6 +120,12 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
     if (!valid_name(d->name))
         return plait_set_error(PLAIT_ERR_ABI, "%s: plugin name '%s' is not valid (1-48 of a-z, 0-9, _)", path,
                                d->name ? d->name : "(null)");
+    return PLAIT_OK;
+}
+
+plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d) {
+    plait_status head = plait_check_descriptor_head(path, d);
+    if (head != PLAIT_OK) return head;
     if (d->n_keys && (!d->keys || d->key_size < END_OF(plait_key_decl, doc)))
         return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s declares %u config keys with a bad table (key_size %u)",
                                path, plait_kind_name(d->kind), d->name, d->n_keys, d->key_size);

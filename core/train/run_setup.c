@@ -226,7 +226,11 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
     plait_plugin_call call;
     plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, run->optim.ops, "create");
     plait_status st = plait_plugin_call_leave(&call, run->optim.ops->create(&init, &run->optim.state));
-    if (st == PLAIT_OK) st = run->optim.ops->materialize(run->optim.state, src);
+    if (st == PLAIT_OK) {
+        uint64_t sets = plait_error_sets();
+        st = plait_plugin_said(PLAIT_KIND_OPTIM, run->optim.ops, "materialize", sets,
+                               run->optim.ops->materialize(run->optim.state, src));
+    }
     return st != PLAIT_OK ? plait_wrap_error(st, "optimizer %s", plait_config_str(run->cfg, "optim", "plugin")) : st;
 }
 

@@ -26,6 +26,7 @@
 #include "device/device_trace.h"
 #include "layout/grad_order.h"
 #include "model/tied.h"
+#include "plugin/loader.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -282,7 +283,11 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
                     st = plait_device_events_open()->event_wait(run->snapshot_fence, PLAIT_STREAM_COMPUTE);
                     run->snapshot_fence = NULL;
                 }
-                if (st == PLAIT_OK) st = run->optim.ops->step(run->optim.state, &sin, out);
+                if (st == PLAIT_OK) {
+                    uint64_t sets = plait_error_sets();
+                    st = plait_plugin_said(PLAIT_KIND_OPTIM, run->optim.ops, "step", sets,
+                                           run->optim.ops->step(run->optim.state, &sin, out));
+                }
                 plait_trace_range_pop(onv);
                 plait_trace_end(PLAIT_TRACE_OPTIM, "optimizer step", o0, NULL);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */

@@ -136,6 +136,20 @@ static void test_kind_lie(void **state) {
     if (!strstr(msg, "smaller than ABI v1.0's")) assert_contains(msg, "lacks the required function");
 }
 
+/* A file named as an optim plugin whose descriptor says comm (over an
+ * optim table) is refused for its kind, naming both, before its table is
+ * read as a comm table (which would be refused for lacking a comm
+ * function, naming neither kind). */
+static void test_kind_not_the_file_s(void **state) {
+    (void)state;
+    plait_clear_error();
+    assert_null(plait_plugin_load(PLAIT_KIND_OPTIM, "kindwrong"));
+    const char *msg = plait_last_error();
+    assert_contains(msg, "libplait-optim-kindwrong.so: file name says optim/kindwrong but the plugin inside calls "
+                         "itself comm/kindwrong; rename the file libplait-comm-kindwrong.so or fix the descriptor's "
+                         "kind");
+}
+
 /* A descriptor of an unknown kind is refused; so is a load for one. */
 static void test_unknown_kind(void **state) {
     (void)state;
@@ -303,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_file_name_kind_mismatch),
         cmocka_unit_test(test_unknown_kind),
         cmocka_unit_test(test_kind_lie),
+        cmocka_unit_test(test_kind_not_the_file_s),
         cmocka_unit_test(test_abi_major_symbol),
         cmocka_unit_test(test_abi_major_descriptor),
         cmocka_unit_test(test_missing_symbol),
@@ -311,7 +326,8 @@ int main(void) {
         cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_entry_refuses),
         cmocka_unit_test(test_name_mismatch),
-        cmocka_unit_test(test_duplicate_in_one_file), cmocka_unit_test(test_count_past_the_array),
+        cmocka_unit_test(test_duplicate_in_one_file),
+        cmocka_unit_test(test_count_past_the_array),
         cmocka_unit_test(test_duplicate_across_files),
         cmocka_unit_test(test_good_after_refusals),
         cmocka_unit_test(test_explicit_path),

@@ -16,6 +16,11 @@
  *                   (a setting) and PLAIT_JOB_TOKEN (a secret)
  *   BREAK_CHECK     its check() refuses every configuration, those its
  *                   create() takes too
+ *   BREAK_SILENTCREATE  create() returns PLAIT_ERR_SYSTEM without calling
+ *                   host->set_error
+ *   BREAK_SILENTSTEP its 3rd step() returns PLAIT_ERR_INTERNAL without
+ *                   calling host->set_error (after zero1 read a checkpoint-
+ *                   less value source, whose message is still the thread's)
  * (the last two break no rule of plait/optim.h but one of the process's,
  * runtime/process_state.h)
  */
@@ -43,7 +48,13 @@ static plait_status b_create(const plait_optim_init *init, void **state) {
     g_params = init->params;
     g_size = init->dp_comm ? init->host->coll->size(init->dp_comm) : 1;
     g_rank = init->dp_comm ? init->host->coll->rank(init->dp_comm) : 0;
+#if defined(BREAK_SILENTCREATE)
+    (void)r;
+    (void)state;
+    return PLAIT_ERR_SYSTEM;
+#else
     return r ? r->create(init, state) : PLAIT_ERR_UNSUPPORTED;
+#endif
 }
 static plait_status b_materialize(void *s, const plait_value_source *src) {
     return real(broken_host)->materialize(s, src);
@@ -60,6 +71,9 @@ static plait_status b_after_backward(void *s, int32_t layer, int32_t mb, int las
 }
 static plait_status b_step(void *s, const plait_optim_step_in *in, plait_optim_step_out *out) {
     plait_status st = real(broken_host)->step(s, in, out);
+#if defined(BREAK_SILENTSTEP)
+    if (st == PLAIT_OK && in->step == 2) return PLAIT_ERR_INTERNAL;
+#endif
 #if defined(BREAK_NAN)
     const float nan = __builtin_nanf("");
     if (st == PLAIT_OK && g_params->n_params > 0 && g_params->params[0].data)
