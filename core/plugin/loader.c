@@ -649,6 +649,16 @@ plait_status plait_plugin_probe(const plait_plugin_desc *desc) {
                            plait_kind_name(desc->kind), desc->name, path ? path : "?", limit);
 }
 
+const plait_plugin_desc *plait_plugin_load_usable(uint32_t kind, const char *name) {
+    const plait_plugin_desc *d = plait_plugin_load(kind, name);
+    if (!d) return NULL;
+    plait_status st = plait_plugin_probe(d);
+    if (st == PLAIT_OK) return d;
+    if (st != PLAIT_ERR_TIMEOUT)
+        plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "the %s plugin %s cannot run here", plait_kind_name(kind), d->name);
+    return NULL;
+}
+
 double plait_plugin_scan_seconds(void) {
     const char *v = getenv("PLAIT_PLUGIN_SCAN_TIMEOUT");
     char *end = NULL;

@@ -38,6 +38,12 @@ const plait_host *plait_plugin_host(void);
  * file is not found, the message lists every directory searched. An unknown
  * `kind` is PLAIT_ERR_INVALID_ARG. */
 const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name);
+/* plait_plugin_load, then its probe (plait_plugin_probe): a plugin that
+ * says it cannot run on this machine is not selected (NULL, with its
+ * reason: "the optim plugin x cannot run here: no widget found"), as
+ * plugin.h promises. For the kinds selected by name (parallel, optim); a
+ * planner weighing another cluster loads without probing. */
+const plait_plugin_desc *plait_plugin_load_usable(uint32_t kind, const char *name);
 /* The kind named `name` ("comm", "parallel", "optim"), or 0. */
 uint32_t plait_kind_parse(const char *name);
 

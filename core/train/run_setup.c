@@ -132,7 +132,7 @@ plait_status plait_run_load_parallel(plait_run *run) {
     plait_status ast = check_mesh_axes(run);
     if (ast != PLAIT_OK) return ast;
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
-    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
+    const plait_plugin_desc *d = plait_plugin_load_usable(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->parallel.ops = d->ops;
@@ -191,7 +191,7 @@ plait_status plait_run_load_parallel(plait_run *run) {
 
 static plait_status load_optim(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "optim", "plugin");
-    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, name);
+    const plait_plugin_desc *d = plait_plugin_load_usable(PLAIT_KIND_OPTIM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[optim] plugin = %s", name);
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->optim.ops = d->ops;

@@ -138,10 +138,27 @@ static const plait_optim_ops b_ops = {.struct_size = sizeof(plait_optim_ops),
 
 static const char *const b_uses[] = {"zero1", NULL};
 
-static const plait_plugin_desc b_desc = {
-    .struct_size = sizeof(plait_plugin_desc), .magic = PLAIT_PLUGIN_MAGIC, .abi_major = PLAIT_ABI_MAJOR,
-    .abi_minor = 0, .kind = PLAIT_KIND_OPTIM, .name = BROKEN_NAME, .version = "0.0.1",
-    .description = "a deliberately broken ZeRO optimizer (conformance kit test)", .ops = &b_ops, .uses = b_uses};
+#if defined(BREAK_PROBE)
+/* says it cannot run on this machine: never selected */
+static plait_status b_probe(const plait_host *host) {
+    return host->set_error(PLAIT_ERR_UNSUPPORTED, "no widget found");
+}
+#define B_PROBE b_probe
+#else
+#define B_PROBE NULL
+#endif
+
+static const plait_plugin_desc b_desc = {.struct_size = sizeof(plait_plugin_desc),
+                                         .magic = PLAIT_PLUGIN_MAGIC,
+                                         .abi_major = PLAIT_ABI_MAJOR,
+                                         .abi_minor = 0,
+                                         .kind = PLAIT_KIND_OPTIM,
+                                         .name = BROKEN_NAME,
+                                         .version = "0.0.1",
+                                         .description = "a deliberately broken ZeRO optimizer (conformance kit test)",
+                                         .probe = B_PROBE,
+                                         .ops = &b_ops,
+                                         .uses = b_uses};
 
 static const plait_plugin_desc *const b_list[] = {&b_desc};
 

@@ -5,6 +5,8 @@
 # without host->set_error): each run fails, and its message names the
 # plugin's function and the missing message, not a stale one left by an
 # earlier call (materialize's read of a fresh run's absent optimizer state).
+# And zero_probe, whose probe says it cannot run here: not selected, its
+# reason said.
 . "$(dirname "$0")/train_common.sh"
 # run PLUGIN: gpt-tiny with optimizer PLUGIN; its output in $work/out-PLUGIN
 run() {
@@ -21,4 +23,9 @@ run zero_silentstep
 grep -qF "the optim plugin 'zero_silentstep''s step() returned 'internal error' without a message" \
   "$work/out-zero_silentstep" || fail "the silent step() failure is not named"
 ! grep -q "no optimizer state" "$work/out-zero_silentstep" || fail "the silent step() failure got a stale message"
-echo "silent optimizer failures: named as the plugin's create() and step() without a message"
+# an optimizer whose probe says it cannot run here is not selected
+run zero_probe
+grep -qF "the optim plugin zero_probe cannot run here: no widget found" "$work/out-zero_probe" ||
+  fail "an optimizer that cannot run here was used"
+! grep -q "^step " "$work/out-zero_probe" || fail "an optimizer that cannot run here trained"
+echo "silent optimizer failures: named as the plugin's create() and step() without a message; a probe's no heard"
