@@ -158,12 +158,16 @@ typedef struct plait_optim_ops {
     uint32_t struct_size;
     uint32_t flags;              /* PLAIT_OPTIM_* */
     /* Names of the per-parameter state tensors, NULL-terminated
-     * (Adam: "exp_avg", "exp_avg_sq"). Checkpoints store each as
+     * (Adam: "exp_avg", "exp_avg_sq"), or NULL for an optimizer without
+     * state (plain SGD). Checkpoints store each as
      * "optim.<state>.<param name>" so Adam-family plugins resume each other.
      * Owned by the plugin (a static array in practice); read by the core at
      * any time while the plugin is loaded, never freed by it. */
     const char *const *state_names;
 
+    /* Required: create, materialize, step, export_tensor, memory and
+     * destroy (the loader refuses a table without one, naming it); every
+     * other function is optional (NULL). */
     plait_status (*create)(const plait_optim_init *init, void **state);
     /* Allocate what the plugin owns and fill it from `src` (initial values or
      * a checkpoint). For tensors `src` lacks (optimizer state of a fresh run)
@@ -187,7 +191,13 @@ typedef struct plait_optim_ops {
 
     /* Complete every gradient reduction the plugin started. Optional. */
     plait_status (*finish_grads)(void *state);
-    /* Clip by the global norm and update. Collective over the world. */
+    /* Clip by the global norm and update. Collective over the world.
+     * Gradients: where the core owns their storage (no
+     * PLAIT_OPTIM_OWNS_GRADS) it zeroes them all at the start of each step,
+     * before the first forward, and the backward adds each micro-batch's
+     * into them; step() may overwrite them in place (clipping, unscaling),
+     * as the core reads none after step() until it zeroes them again. A
+     * plugin that owns them zeroes its own. */
     plait_status (*step)(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
 
     /* Checkpointing: write into `dst` the whole local slice (its TP shard)

@@ -131,7 +131,10 @@ typedef struct plait_plugin_desc {
 
     /* Names of other plugins of the same kind this one composes
      * (hybrid uses "dp", "tp", "pp"), NULL-terminated, or NULL. The core
-     * declares their config sections too and loads them on demand. */
+     * declares their config sections too and loads them on demand. A
+     * name that does not load is no error of a run until the plugin asks
+     * for it (host->plugin_ops returns NULL: the plugin says what it
+     * lacks); `plait plugin test` refuses it, naming the chain. */
     const char *const *uses;
 
     /* ABI 1.6, optional (NULL, or a descriptor from an older SDK without
