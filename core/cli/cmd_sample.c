@@ -1,6 +1,7 @@
 /* plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
  *              [--tokenizer DIR] [--config FILE] [device.* / run.* overrides] */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,10 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
             if (!*v || *end || !(o->top_p > 0 && o->top_p <= 1))
                 return bad("--top-p %s: must be above 0 and at most 1 (1 = every token)", v);
         } else if (!strcmp(a, "--seed")) {
+            errno = 0;
             o->seed = strtoull(v, &end, 10);
-            if (!*v || *end || v[0] == '-') return bad("--seed %s: must be an integer >= 0", v);
+            if (!*v || *end || v[0] == '-' || errno == ERANGE)
+                return bad("--seed %s: must be an integer from 0 to 18446744073709551615", v);
         }
     }
     if (!o->checkpoint) return bad("give a checkpoint directory (runs/NAME/ckpt-<step>, or runs/NAME for its latest)");

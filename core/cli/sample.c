@@ -164,7 +164,20 @@ static plait_status parse_prompt(const char *prompt, int32_t vocab, int32_t **ou
     if (!t) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     int64_t k = 0;
     if (vocab <= 256) {
-        for (size_t i = 0; i < len; i++) t[k++] = (unsigned char)prompt[i];
+        for (size_t i = 0; i < len; i++) {
+            const unsigned char c = (unsigned char)prompt[i];
+            if (c >= vocab) { /* a byte-level model of fewer than 256 tokens */
+                free(t);
+                return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                       "--prompt: byte %zu is 0x%02x, outside the model's %d-token vocabulary of "
+                                       "bytes 0..%d (its text is bytes below 0x%02x%s)",
+                                       i, c, vocab, vocab - 1, vocab,
+                                       vocab == 128 ? ": ASCII; a character outside it is several bytes of 0x80 "
+                                                      "or more in UTF-8"
+                                                    : "");
+            }
+            t[k++] = c;
+        }
     } else {
         const char *p = prompt;
         while (*p) {

@@ -4,7 +4,9 @@
 # and --top-p near 0 are greedy at any temperature, --top-p 1 changes
 # nothing and 0.5 does; no --prompt is the default prompt, said on
 # stderr; sampling is repeatable by seed and varies with it; on a terminal
-# control characters are shown as \xNN. Bad options exit 2 naming the option; a checkpoint with a corrupted
+# control characters are shown as \xNN. Bad options exit 2 naming the option
+# (--seed past 64 bits too); a prompt byte outside a byte-level model's
+# vocabulary is refused naming it; a checkpoint with a corrupted
 # model file is refused, naming the file; a run directory whose checkpoints
 # are all damaged is named as one holding no usable checkpoint (sample and
 # export), after a warning naming each fault.
@@ -109,4 +111,18 @@ for cmd in "sample --tokens 5" "export --format hf --out $E2E_WORK/norun-hf"; do
   grep -qF "$E2E_WORK/norun/ckpt-00000006/model.safetensors: checksum mismatch" "$E2E_WORK/norun.out" ||
     fail "plait $cmd: the damaged checkpoint's fault is not named: $(cat "$E2E_WORK/norun.out")"
 done
+# a byte-level model of 128 tokens: a prompt byte past them is refused
+# naming the byte, before anything is printed; --seed past 64 bits refused
+train v128 run.steps=1 model.vocab_size=128
+if "$PLAIT_BIN" sample "$E2E_WORK/v128" --prompt "é" --tokens 5 >"$E2E_WORK/v128.out" 2>"$E2E_WORK/v128.err"; then
+  fail "a prompt byte outside a 128-token vocabulary was sampled from"
+fi
+grep -qF -- "--prompt: byte 0 is 0xc3, outside the model's 128-token vocabulary of bytes 0..127" "$E2E_WORK/v128.err" ||
+  fail "unclear refusal of a prompt byte outside the vocabulary: $(cat "$E2E_WORK/v128.err")"
+[ ! -s "$E2E_WORK/v128.out" ] || fail "the refused prompt was printed: $(cat "$E2E_WORK/v128.out")"
+if "$PLAIT_BIN" sample "$RUN" --seed 99999999999999999999 --tokens 1 >"$E2E_WORK/seed.out" 2>&1; then
+  fail "--seed past 64 bits was taken"
+fi
+grep -qF -- "--seed 99999999999999999999: must be an integer from 0 to 18446744073709551615" "$E2E_WORK/seed.out" ||
+  fail "unclear refusal of --seed past 64 bits: $(cat "$E2E_WORK/seed.out")"
 echo "sample OK"
