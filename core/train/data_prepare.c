@@ -281,8 +281,8 @@ static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned 
 }
 
 /* Where the validation part starts in the concatenated input: the first
- * line start at or after the byte share, or the exact byte if no line
- * starts later. Returns the global byte offset. */
+ * line start at or after the byte share (a file's start is one), or the
+ * exact byte where no line starts later. Returns the global byte offset. */
 static uint64_t val_start(const plait_mapped_file *files, int n, uint64_t total, double fraction) {
     if (fraction <= 0) return total;
     uint64_t cut = total - (uint64_t)((double)total * fraction), base = 0;
@@ -290,6 +290,9 @@ static uint64_t val_start(const plait_mapped_file *files, int n, uint64_t total,
         if (cut < base + files[i].len) {
             for (uint64_t p = cut; p < base + files[i].len; p++)
                 if (p == base || files[i].data[p - base - 1] == '\n') return p;
+            /* the next file that holds text starts a line */
+            for (int j = i + 1; j < n; j++)
+                if (files[j].len > 0) return base + files[i].len;
             return cut;
         }
         base += files[i].len;

@@ -383,6 +383,17 @@ static void test_jsonl(void **state) {
     assert_int_equal(len, strlen(docs[2]));
     assert_memory_equal(text, docs[2], len);
     free(text);
+    /* the same from the three text files: 41 of 68 bytes falls inside the
+     * second file's one line (inside its emoji), which no line break ends:
+     * the cut moves to the next file's start, not into the character */
+    of.val_fraction = 0.4;
+    if (plait_data_prepare(&of, &rf) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    nb = read_split(out_f, "val", b, 512);
+    assert_int_equal(b[0], plait_tokenizer_eot(tok));
+    assert_int_equal(plait_tokenizer_decode(tok, b + 1, (size_t)nb - 1, &text, &len), PLAIT_OK);
+    assert_int_equal(len, strlen(docs[2]));
+    assert_memory_equal(text, docs[2], len);
+    free(text);
     /* another member */
     const char *other = "{\"body\": \"one\"}\n{\"body\": \"two\"}\n";
     write_bytes(jsonl, other, strlen(other));
