@@ -143,11 +143,21 @@ plait_status plait_out_check_own(const char *path, const char *first_line, const
         }
         if (sb.st_size == 0 || (got == (ssize_t)want && memcmp(head, first_line, want) == 0)) return PLAIT_OK;
     }
+    /* the expected start as text on one line: a binary magic (a PNG's) or a
+     * header's line break shown as \xNN, not written into the message */
+    char shown[4 * 40 + 1];
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)first_line; *c && c - (const unsigned char *)first_line < 40;
+         c++)
+        o += (size_t)snprintf(shown + o, sizeof shown - o, *c < 0x20 || *c >= 0x7f ? "\\x%02x" : "%c", *c);
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                           "%s %s: %s, which plait did not write (its first line is not \"%.40s...\"); not writing "
+                           "%s %s: %s, which plait did not write (it does not start with \"%s\"); not writing "
                            "over it: give another path or move it away",
-                           option, path, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISREG(sb.st_mode) ? "a file" : "not a regular file",
-                           first_line);
+                           option, path,
+                           S_ISLNK(sb.st_mode)   ? "a symbolic link"
+                           : S_ISREG(sb.st_mode) ? "a file"
+                                                 : "not a regular file",
+                           shown);
 }
 
 plait_status plait_out_fopen_temp(const char *path, char *tmp, size_t cap, FILE **f) {

@@ -2,7 +2,9 @@
  * Opening the files plait writes (runtime/out_file.h): an appending stream
  * starts at the file's end, so a CSV's header is written once however many
  * times the file is appended to; "w" truncates; a symbolic link, a FIFO
- * and a file with a second name are refused, the file elsewhere untouched.
+ * and a file with a second name are refused, the file elsewhere untouched;
+ * a file plait did not write is refused with the start it lacks on one
+ * line, a binary magic's bytes and a header's line break written as \xNN.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,6 +86,26 @@ static void test_refused_targets_untouched(void **state) {
     assert_string_equal(slurp(target), "keep\n");
 }
 
+static void test_foreign_file_named_on_one_line(void **state) {
+    (void)state;
+    char p[128];
+    path_in(p, sizeof p, "notes.png");
+    FILE *t = fopen(p, "w");
+    assert_non_null(t);
+    fputs("my notes\n", t);
+    fclose(t);
+    assert_int_not_equal(plait_out_check_own(p, "\x89PNG\r\n\x1a\n", "--out"), PLAIT_OK);
+    const char *e = plait_last_error();
+    assert_null(strchr(e, '\n'));
+    assert_non_null(strstr(e, "which plait did not write (it does not start with \"\\x89PNG\\x0d\\x0a\\x1a\\x0a\")"));
+    assert_int_not_equal(plait_out_check_own(p, "# plait bench sweep\n", "--report"), PLAIT_OK);
+    e = plait_last_error();
+    assert_null(strchr(e, '\n'));
+    assert_non_null(strstr(e, "\"# plait bench sweep\\x0a\""));
+    assert_int_equal(plait_out_check_own(p, "my notes", "--out"), PLAIT_OK);
+    assert_string_equal(slurp(p), "my notes\n");
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(dir, sizeof dir, "%s/out-file.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -92,7 +114,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    const char *names[] = {"a.csv", "target", "link.csv", "fifo.csv", "hard.csv"};
+    const char *names[] = {"a.csv", "target", "link.csv", "fifo.csv", "hard.csv", "notes.png"};
     char p[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         path_in(p, sizeof p, names[i]);
@@ -105,6 +127,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_append_starts_at_the_end),
         cmocka_unit_test(test_refused_targets_untouched),
+        cmocka_unit_test(test_foreign_file_named_on_one_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
