@@ -29,6 +29,16 @@ static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
             plait_cli_take_positional(argv[i], &path, over, &n_over);
         }
     }
+    if (topology && (path || n_over || d.measure_peak)) {
+        fprintf(stderr,
+                "plait doctor: --topology reads the node alone, without '%s': give a CONFIG, overrides or --peak "
+                "without it; 'plait help doctor' lists them\n",
+                path     ? path
+                : n_over ? over[0]
+                         : "--peak");
+        free(over);
+        return 2;
+    }
     if (topology) {
         /* the node alone: what placement sees and what is lopsided */
         printf("plait doctor --topology: this node's hardware as plait places ranks on it\n\n");

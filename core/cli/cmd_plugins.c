@@ -7,8 +7,11 @@
 
 static int cmd_plugins(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
-    (void)argc;
-    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "plait plugins: takes no arguments, not '%s'; 'plait help plugins' says what it lists\n",
+                argv[1]);
+        return 2;
+    }
     plait_plugin_row *rows = NULL;
     size_t n = plait_plugins_scan(&rows);
     const char *const *dirs = NULL;

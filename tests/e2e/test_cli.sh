@@ -3,8 +3,9 @@
 # major is refused with both versions and the rest still load and run),
 # config check with a misspelt key (file, line, key, suggestion), a missing
 # config named once, config show
-# with origins, ranks whose must-agree keys differ, and options of bench
-# train and plan with values out of range or missing.
+# with origins, ranks whose must-agree keys differ, options of bench
+# train and plan with values out of range or missing, and arguments that
+# plugins and doctor --topology take none of.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 $P --version | grep -Eq "plugin ABI v1\.[0-9]+\)" || fail "--version"
@@ -127,6 +128,9 @@ usage_error "--dp needs a value or a list of them" plan "$CFG" --ranks 4 --dp ''
 usage_error "unknown option '--dpp'" plan "$CFG" --ranks 4 --dpp 2
 usage_error "--top takes a number of layouts (1 or more) or 'all', not '0'" plan "$CFG" --ranks 4 --top 0
 usage_error "--explain takes a layout as the table prints it" plan "$CFG" --ranks 4 --explain ''
+usage_error "plait plugins: takes no arguments, not 'tcp'" plugins tcp
+usage_error "--topology reads the node alone, without '$CFG'" doctor "$CFG" --topology
+usage_error "--topology reads the node alone, without '--peak'" doctor --topology --peak
 usage_error "is a device plugin: the kit checks comm, parallel and optim plugins" \
   plugin test "$(dirname "$PLAIT_BIN")/../lib/plait/libplait-device-cpu.so"
 # a plugin file that exits or crashes as it loads: named, exit 1 (it was loaded in a child first)
