@@ -12,6 +12,9 @@ $P --version | grep -Eq "plugin ABI v1\.[0-9]+\)" || fail "--version"
 # (outputs are captured before grep -q reads them: a grep that stops early
 # would kill plait with SIGPIPE, which pipefail reports as a failure)
 help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
+# bench sweep's --axes all varies ep for a model with experts, and refuses sp: its help says both
+help=$($P help bench) && grep -q "cp, and ep for a model with experts" <<<"$help" && grep -q "not sp:" <<<"$help" ||
+  fail "help bench: the axes of a sweep's all: $help"
 out=$($P plugins)
 for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
   grep -Eq "^$k +[0-9.]+ +1\.[0-9]+ +available" <<<"$out" || fail "plait plugins does not list $k: $out"
