@@ -12,6 +12,12 @@ $P --version | grep -Eq "plugin ABI v1\.[0-9]+\)" || fail "--version"
 # (outputs are captured before grep -q reads them: a grep that stops early
 # would kill plait with SIGPIPE, which pipefail reports as a failure)
 help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
+# every check an optimizer's kit run prints is in plait help plugin
+help=$($P help plugin)
+kit=$($P plugin test "$(dirname "$PLAIT_BIN")/../lib/plait/libplait-optim-adam.so") || fail "plugin test adam: $kit"
+for check in $(awk '$3 == "pass" || $3 == "fail" {print $1}' <<<"$kit"); do
+  grep -q "^  $check " <<<"$help" || fail "plait help plugin does not list the check $check: $kit"
+done
 # bench sweep's --axes all varies ep for a model with experts, and refuses sp: its help says both
 help=$($P help bench) && grep -q "cp, and ep for a model with experts" <<<"$help" && grep -q "not sp:" <<<"$help" ||
   fail "help bench: the axes of a sweep's all: $help"
