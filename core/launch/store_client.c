@@ -19,8 +19,14 @@
 #include "runtime/error.h"
 
 #define MAX_REPLY (256u << 20)
-/* Extra time we give the server to answer a wait it times out itself. */
-#define REPLY_GRACE_S 30.0
+/* Extra time we give the server to answer a wait it times out itself: a
+ * tenth of the wait (or of the connection's timeout, the job's [comm]
+ * timeout) past 2 s, at most 30 s. A store host that is stopped or stuck is
+ * thus named within its timeout and a little more, before the comm
+ * watchdog (5 s and a tenth of the timeout past it) ends a plugin's init()
+ * or derive() waiting on it without naming it. */
+#define REPLY_GRACE_MIN_S 2.0
+#define REPLY_GRACE_MAX_S 30.0
 
 struct sconn {
     struct sconn *next;
@@ -36,7 +42,7 @@ struct plait_store {
     int rank;
     double connect_timeout;
     double reconnect_s;  /* a later connection of the pool: how long to try (0 = max(30, connect_timeout)) */
-    double reply_grace;  /* how long past its own wait a request may take to be answered */
+    double reply_grace;  /* how long past its own wait a request may take to be answered (0: reply_grace()) */
     char address[96];
     char what[192];
 };
@@ -155,7 +161,6 @@ plait_status plait_store_connect(const char *host, int port, const char *token, 
     snprintf(st->token, sizeof st->token, "%s", token);
     st->rank = rank;
     st->connect_timeout = timeout_s;
-    st->reply_grace = REPLY_GRACE_S;
     if (strchr(host, ':')) snprintf(st->address, sizeof st->address, "[%s]:%d", host, port);
     else snprintf(st->address, sizeof st->address, "%s:%d", host, port);
     if (what) snprintf(st->what, sizeof st->what, "%s", what);
@@ -236,6 +241,13 @@ static void drop(struct sconn *c) {
     free(c);
 }
 
+static double reply_grace(const plait_store *st, double timeout_s) {
+    if (st->reply_grace > 0) return st->reply_grace; /* plait_store_set_patience */
+    double t = timeout_s > st->connect_timeout ? timeout_s : st->connect_timeout;
+    double g = REPLY_GRACE_MIN_S + 0.1 * (t > 0 ? t : 0);
+    return g < REPLY_GRACE_MAX_S ? g : REPLY_GRACE_MAX_S;
+}
+
 /* One request: header, key, value parts v1 and v2. On PLAIT_OK *status is
  * the server's status and *rep (malloc'd, may be NULL when empty) its value. */
 static plait_status request(plait_store *st, uint8_t op, const char *key, const void *v1, size_t n1,
@@ -255,7 +267,7 @@ static plait_status request(plait_store *st, uint8_t op, const char *key, const 
     struct sconn *c = NULL;
     plait_status s = take(st, &c);
     if (s != PLAIT_OK) return s;
-    double deadline = plait_clock_now() + (timeout_s > 0 ? timeout_s : 0) + st->reply_grace;
+    double deadline = plait_clock_now() + (timeout_s > 0 ? timeout_s : 0) + reply_grace(st, timeout_s);
     /* header+key in one small buffer; values written as they are */
     unsigned char head[sizeof h + PLAIT_STORE_MAX_KEY];
     memcpy(head, &h, sizeof h);

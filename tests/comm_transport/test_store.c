@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -552,6 +554,69 @@ static void test_connect_refused_times_out(void **state) {
     assert_null(strstr(plait_last_error(), twice));
 }
 
+/* A store host that is stopped (SIGSTOP of rank 0, whose process serves the
+ * store) answers nothing, though its kernel keeps the connection: a request
+ * fails with a timeout naming rank 0 soon after its own wait, not 30 s
+ * later. Before, each request gave the server 30 s past its wait, so a
+ * plugin's init() or derive() waiting on the store with [comm] timeout = 3
+ * was ended by the comm watchdog (at 8.3 s) without naming rank 0. The
+ * request runs in a thread, watched for a bounded count of polls. */
+struct stuck_req {
+    plait_store *st;
+    plait_status s;
+    char err[512];
+    volatile int done;
+};
+
+static void *gather_on_stuck_store(void *p) {
+    struct stuck_req *r = p;
+    uint32_t all[2];
+    uint32_t mine = 7;
+    r->s = plait_store_gather(r->st, "stuck/", 2, 1, &mine, all, sizeof mine, 1.0, NULL, NULL);
+    snprintf(r->err, sizeof r->err, "%s", plait_last_error());
+    r->done = 1;
+    return NULL;
+}
+
+static void test_stopped_store_host_is_named(void **state) {
+    (void)state;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* the store host: serves, then waits to be stopped and killed */
+        plait_store_server *srv;
+        int port = -1;
+        if (plait_store_server_start(-1, "127.0.0.1", 0, TOKEN, 0.5, &srv) == PLAIT_OK)
+            port = plait_store_server_port(srv);
+        if (write(pfd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        for (;;) pause();
+    }
+    close(pfd[1]);
+    int port = -1;
+    assert_int_equal(read(pfd[0], &port, sizeof port), (ssize_t)sizeof port);
+    close(pfd[0]);
+    assert_true(port > 0);
+    struct stuck_req r = {0};
+    assert_int_equal(plait_store_connect("127.0.0.1", port, TOKEN, 1, 1.0, "the job's store (hosted by rank 0)", &r.st),
+                     PLAIT_OK);
+    assert_int_equal(kill(child, SIGSTOP), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, gather_on_stuck_store, &r);
+    /* 1 s of wait, then the grace: done well within 1,500 polls of 10 ms
+     * (the old grace of 30 s was not) */
+    for (int i = 0; i < 1500 && !r.done; i++) usleep(10000);
+    int done = r.done;
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    pthread_join(t, NULL); /* the store's end, if not the timeout, ends it now */
+    plait_store_close(r.st);
+    if (!done) fail_msg("a request to a stopped store host was still waiting after 1,500 polls of 10 ms");
+    assert_int_equal(r.s, PLAIT_ERR_TIMEOUT);
+    assert_contains(r.err, "the job's store (hosted by rank 0) did not answer");
+    assert_contains(r.err, "rank 0 may be stuck");
+}
+
 /* SHA-256 and HMAC-SHA-256 against FIPS 180-4's and RFC 4231's vectors. */
 static void test_hmac_sha256_vectors(void **state) {
     (void)state;
@@ -766,6 +831,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_op_after_auth),
         cmocka_unit_test(test_stop_drains_then_clients_see_loss),
         cmocka_unit_test(test_connect_refused_times_out),
+        cmocka_unit_test(test_stopped_store_host_is_named),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
