@@ -218,7 +218,42 @@ static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *j
     return code;
 }
 
+/* `plait train CONFIG -n N`: the restarts the job is given (--max-restarts,
+ * else [run] max_restarts), with the run directory and whether it holds a
+ * checkpoint yet, as for a layout's launcher (plait_cli_launch_layout). The
+ * config was checked by the command's before_launch; one that does not load
+ * here is the ranks' to report, and the job gets no restart. */
+static int train_restarts(int argc, char **argv, const plait_cli_job_opts *job, int *new_dir, char *out_dir,
+                          size_t cap) {
+    const char *path = NULL;
+    char **over = calloc((size_t)argc + 1, sizeof *over);
+    int n_over = 0, restarts = job->max_restarts;
+    if (!over) return restarts > 0 ? restarts : 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--progress") == 0) i++;
+        else if (argv[i][0] != '-') plait_cli_take_positional(argv[i], &path, over, &n_over);
+    }
+    plait_config *cfg = NULL;
+    if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK) {
+        if (restarts < 0) restarts = (int)plait_config_int(cfg, "run", "max_restarts");
+        if (restarts > 0) {
+            plait_train_out_dir(cfg, out_dir, cap);
+            *new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
+        }
+    }
+    plait_clear_error();
+    plait_config_free(cfg);
+    free(over);
+    return restarts > 0 ? restarts : 0;
+}
+
 int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts *job) {
+    if (argc > 1 && strcmp(argv[1], "train") == 0) {
+        int new_dir = 0;
+        char out_dir[4096] = "";
+        int restarts = train_restarts(argc, argv, job, &new_dir, out_dir, sizeof out_dir);
+        return launch(nranks, argc, argv, job, NULL, restarts, new_dir, out_dir);
+    }
     if (job->max_restarts > 0) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         return 2;
