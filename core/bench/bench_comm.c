@@ -226,6 +226,15 @@ plait_status plait_bench_comm_check(const plait_bench_comm_opts *o, int n) {
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: need iters >= 1, warmup >= 0, factor > 1, "
                                                       "min <= max (--min %llu, --max %llu)",
                                (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
+    /* the sizes grow by the factor from --min to --max: a factor a hair
+     * above 1 (1.0000000000000002 moved a size by one ulp a step) made
+     * steps without end, the ranks spinning before their next row */
+    double steps = log((double)o->max_bytes / (double)o->min_bytes) / log1p(o->factor - 1.0);
+    if (steps > 1e7)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "bench: --factor %.17g takes %.3g steps from --min %llu to --max %llu bytes (at most "
+                               "10 million); give a larger factor",
+                               o->factor, steps, (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
     size_t esz = plait_dtype_size(o->dtype);
     if (shape_of(o->op, o->max_bytes, esz, n).count == 0) {
         int split = o->op == PLAIT_BENCH_ALLGATHER || o->op == PLAIT_BENCH_REDUCE_SCATTER || o->op == PLAIT_BENCH_ALLTOALL;

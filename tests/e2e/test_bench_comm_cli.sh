@@ -52,7 +52,8 @@ for bad in "--op broadcast --root 5|--root 5 is not a rank of this job of 2" \
            "--op sendrecv --min 8M --max 4K|min <= max (--min 8388608, --max 4096)" \
            "--op allreduce --min 3 --max 3|--max 3 bytes holds no f32 element (4 bytes each)" \
            "--op allgather --min 4 --max 4|--max 4 bytes holds no f32 element per rank" \
-           "--op allreduce --min 4K --max 1T|of host buffers (send, receive and the expected result) on each of 2 ranks here"; do
+           "--op allreduce --min 4K --max 1T|of host buffers (send, receive and the expected result) on each of 2 ranks here" \
+           "--op allreduce --min 4K --max 8K --factor 1.0000000000000002|--factor 1.0000000000000002 takes 3.12e+15 steps from --min 4096 to --max 8192 bytes"; do
   if $P bench comm -n 2 ${bad%%|*} >"$out" 2>&1; then fail "bench comm ${bad%%|*} was accepted"; fi
   [ "$(grep -cF -- "${bad#*|}" "$out")" = 1 ] && grep -q "no rank was started" "$out" && ! grep -q "tcp: rank" "$out" ||
     fail "bench comm ${bad%%|*}: not said once before the ranks started: $(cat "$out")"
