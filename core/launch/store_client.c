@@ -21,11 +21,11 @@
 #define MAX_REPLY (256u << 20)
 /* Extra time we give the server to answer a wait it times out itself: a
  * tenth of the wait (or of the connection's timeout, the job's [comm]
- * timeout) past 2 s, at most 30 s. A store host that is stopped or stuck is
+ * timeout) past 3 s, at most 30 s. A store host that is stopped or stuck is
  * thus named within its timeout and a little more, before the comm
  * watchdog (5 s and a tenth of the timeout past it) ends a plugin's init()
  * or derive() waiting on it without naming it. */
-#define REPLY_GRACE_MIN_S 2.0
+#define REPLY_GRACE_MIN_S 3.0
 #define REPLY_GRACE_MAX_S 30.0
 
 struct sconn {
