@@ -179,7 +179,7 @@ value '1e999' is not a finite number|config check $CFG optim.lr=1e999
 --top-k 99999999999: must be 0 (all) .. 1073741824|sample $W --top-k 99999999999
 --top-p 0: must be above 0 and at most 1|sample $W --top-p 0
 --top-p 1.5: must be above 0 and at most 1|sample $W --top-p 1.5
---seed -1: must be an integer >= 0|sample $W --seed -1
+--seed -1: must be an integer from 0 to 18446744073709551615|sample $W --seed -1
 --vocab 4294967296: must be an integer 257..10000000|tokenizer train $CFG --vocab 4294967296 --out $W/tk
 --shard-tokens 99999999999: must be 1..2147483647|data prepare $CFG --tokenizer $GPT2 --out $W/dp --shard-tokens 99999999999
 --val-fraction nan: must be 0 <= F < 1|data prepare $CFG --tokenizer $GPT2 --out $W/dp --val-fraction nan
