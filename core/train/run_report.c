@@ -57,9 +57,14 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     if (active < n) snprintf(moe, sizeof moe, " (%.2fM active a token)", active / 1e6);
     printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters%s\n", s->arch, s->n_layer,
            s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6, moe);
-    printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->world.mesh.dp, run->world.mesh.tp,
-           run->world.mesh.pp, plait_config_str(run->cfg, "parallel", "plugin"), run->world.mesh.order,
-           plait_config_str(run->cfg, "optim", "plugin"), plait_config_str(run->cfg, "comm", "plugin"));
+    /* cp and ep where the layout has them */
+    char more[48] = "";
+    if (run->world.mesh.cp > 1) snprintf(more, sizeof more, " cp=%d", run->world.mesh.cp);
+    if (run->world.mesh.ep > 1) snprintf(more + strlen(more), sizeof more - strlen(more), " ep=%d", run->world.mesh.ep);
+    printf("plait: layout dp=%d tp=%d pp=%d%s (%s, order %s), optimizer %s, comm %s\n", run->world.mesh.dp,
+           run->world.mesh.tp, run->world.mesh.pp, more, plait_config_str(run->cfg, "parallel", "plugin"),
+           run->world.mesh.order, plait_config_str(run->cfg, "optim", "plugin"),
+           plait_config_str(run->cfg, "comm", "plugin"));
     printf("plait: global batch %" PRId64 " = dp %" PRId64 " x micro-batch %" PRId64 " x accumulation %" PRId64
            " (%" PRId64 " tokens/step)%s\n",
            run->work.batch.global_batch, run->work.batch.dp, run->work.batch.micro_batch, run->work.batch.accumulation,

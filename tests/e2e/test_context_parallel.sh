@@ -48,6 +48,7 @@ done
 A="run.steps=4 run.ckpt_every=2 optim.lr_decay_steps=4"
 train one $A
 train dpcp $A parallel.dp=2 parallel.cp=2
+grep -q "^plait: layout dp=2 tp=1 pp=1 cp=2 (" "$E2E_WORK/dpcp.out" || fail "the layout line omits cp: $(grep layout "$E2E_WORK/dpcp.out")"
 train zero1 $A parallel.dp=2 parallel.cp=2 optim.plugin=zero1
 train zero3 $A parallel.dp=2 parallel.cp=2 optim.plugin=zero3
 train tpcp $A parallel.plugin=hybrid parallel.tp=2 parallel.cp=2

@@ -18,6 +18,7 @@ MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_l
 D="run.steps=4 run.deterministic=true run.ckpt_every=2 data.micro_batch=1 data.global_batch=4 parallel.dp=4 $MOE"
 train ep1 $D
 train ep2 $D parallel.ep=2
+grep -q "^plait: layout dp=4 tp=1 pp=1 ep=2 (" "$E2E_WORK/ep2.out" || fail "the layout line omits ep: $(grep layout "$E2E_WORK/ep2.out")"
 train ep4 $D parallel.ep=4
 for r in ep2 ep4; do
   same_losses ep1 "$r" 0
