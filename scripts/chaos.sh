@@ -275,7 +275,9 @@ verify_job() {
   done
   for w in "${WRONG[@]+"${WRONG[@]}"}"; do
     IFS=: read -r pid host key out <<<"$w"
-    if alive "$pid" || ! grep -q "configuration differs from the job's.*${key%=*}" "$out"; then
+    # refused for its configuration, or come after the job's end (the
+    # fault fell on its last seconds): either way it trained in no step
+    if alive "$pid" || ! grep -qE "configuration differs from the job's.*${key%=*}|the job is over \(training is complete\); this host did not train in it" "$out"; then
       echo "chaos: LOST: host $host's launcher with $key was not refused: $(tail -n 2 "$out")"; bad=1
     fi
   done
